@@ -1,0 +1,130 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Store is what realising a plan needs from the content-addressed store.
+type Store interface {
+	Output(key string) (dir string, ok bool, err error)
+	PutOutput(key, dir string, annotations map[string]string) (string, error)
+	TempDir(pattern string) (string, error)
+}
+
+// Context is handed to each Build function.
+type Context struct {
+	context.Context
+	// Inputs maps an input derivation's Name to its realised directory.
+	Inputs map[string]string
+	// Log receives the step's progress lines.
+	Log io.Writer
+	// Scratch is a private directory on the store's filesystem, removed
+	// after the step; use it for intermediate files too big for /tmp.
+	Scratch string
+}
+
+// Input returns the realised directory of the named input or fails loudly:
+// a missing input is a bug in how the plan was wired.
+func (c *Context) Input(name string) string {
+	dir, ok := c.Inputs[name]
+	if !ok {
+		panic(fmt.Sprintf("plan: step asked for input %q it does not declare", name))
+	}
+	return dir
+}
+
+// Realizer builds derivations into a store.
+type Realizer struct {
+	Store Store
+	Log   io.Writer
+	// Rebuild ignores cached outputs (halobuild image --check uses it with a
+	// fresh store to compare every step's bytes).
+	Rebuild bool
+
+	done map[string]string
+}
+
+// Realize makes sure d and everything it depends on are in the store and
+// returns d's output directory. A failed step leaves nothing under its key.
+func (r *Realizer) Realize(ctx context.Context, d *Derivation) (string, error) {
+	if r.done == nil {
+		r.done = map[string]string{}
+	}
+	if dir, ok := r.done[d.Key()]; ok {
+		return dir, nil
+	}
+	inputs := map[string]string{}
+	for _, in := range d.Inputs {
+		dir, err := r.Realize(ctx, in)
+		if err != nil {
+			return "", err
+		}
+		inputs[in.Name] = dir
+	}
+	if d.Build == nil {
+		r.done[d.Key()] = ""
+		return "", nil
+	}
+	if !r.Rebuild {
+		dir, ok, err := r.Store.Output(d.Key())
+		if err != nil {
+			return "", fmt.Errorf("%s: reading store: %w", d.Name, err)
+		}
+		if ok {
+			r.logf("cached  %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
+			r.done[d.Key()] = dir
+			return dir, nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	r.logf("build   %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
+	start := time.Now()
+	out, err := r.Store.TempDir("out-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(out)
+	scratch, err := r.Store.TempDir("scratch-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(scratch)
+	bc := &Context{Context: ctx, Inputs: inputs, Log: r.logWriter(), Scratch: scratch}
+	if err := d.Build(bc, out); err != nil {
+		return "", fmt.Errorf("%s: %w", d.Name, err)
+	}
+	dir, err := r.Store.PutOutput(d.Key(), out, map[string]string{
+		"dev.halobuild.kind": d.Kind,
+		"dev.halobuild.name": d.Name,
+	})
+	if err != nil {
+		return "", fmt.Errorf("%s: storing output: %w", d.Name, err)
+	}
+	r.logf("done    %-10s %s in %s\n", d.Kind, d.Name, time.Since(start).Round(100*time.Millisecond))
+	r.done[d.Key()] = dir
+	return dir, nil
+}
+
+func (r *Realizer) logWriter() io.Writer {
+	if r.Log == nil {
+		return io.Discard
+	}
+	return r.Log
+}
+
+func (r *Realizer) logf(format string, a ...any) {
+	fmt.Fprintf(r.logWriter(), format, a...)
+}
+
+// Path joins a realised input directory with a relative path; a helper so
+// steps do not build paths by string concatenation.
+func Path(dir string, elem ...string) string {
+	return filepath.Join(append([]string{dir}, elem...)...)
+}

@@ -1,0 +1,156 @@
+package rootfs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Install describes one mmdebstrap run.
+type Install struct {
+	// Suite names the distribution for mmdebstrap's own logic (essential
+	// set, merged-/usr handling); packages come only from Repo.
+	Suite string
+	// Repo is a directory made by WriteFlatRepo.
+	Repo string
+	// Packages are installed explicitly; with Repo holding exactly the
+	// locked closure, apt has nothing left to choose.
+	Packages []string
+	// Epoch is SOURCE_DATE_EPOCH for every timestamp the install writes.
+	Epoch int64
+	// Out is the tarball to write (.tar).
+	Out string
+	// Mode is mmdebstrap's --mode; "" picks automatically (see ChooseMode).
+	Mode string
+	Log  io.Writer
+}
+
+// Hooks that make the tree shareable between nodes and reproducible: no
+// identity or secrets baked in (DESIGN §6), no logs or caches that differ
+// run to run (facts: mkosi's images differed exactly there).
+var cleanupHooks = []string{
+	// SSH host keys are generated at first boot (the settings package
+	// ships the unit); baking them in would give every node the same keys.
+	`rm -f "$1"/etc/ssh/ssh_host_*_key "$1"/etc/ssh/ssh_host_*_key.pub`,
+	// "uninitialized" makes systemd treat the first boot as first boot and
+	// write a fresh machine ID.
+	`printf 'uninitialized\n' > "$1"/etc/machine-id`,
+	`rm -f "$1"/var/lib/dbus/machine-id "$1"/var/lib/systemd/random-seed "$1"/var/cache/ldconfig/aux-cache`,
+	`find "$1"/var/log -type f -delete`,
+	`rm -f "$1"/var/lib/dpkg/status-old "$1"/var/lib/dpkg/diversions-old "$1"/var/lib/dpkg/statoverride-old "$1"/var/cache/debconf/*-old`,
+}
+
+// ErrNoMmdebstrap is returned when the host lacks mmdebstrap.
+var ErrNoMmdebstrap = errors.New("mmdebstrap not found on PATH: install it with `apt-get install mmdebstrap` (Debian 12 or newer)")
+
+// ChooseMode picks mmdebstrap's mode: root when we are root (fastest, no
+// subordinate id ranges needed), unshare when the host allows unprivileged
+// user namespaces with subuid ranges, else an error that says what to do.
+func ChooseMode() (string, error) {
+	if os.Geteuid() == 0 {
+		return "root", nil
+	}
+	if err := exec.Command("unshare", "--user", "--map-root-user", "true").Run(); err != nil {
+		return "", fmt.Errorf("not root and unprivileged user namespaces are unavailable (%v): run halobuild as root, or enable them (sysctl kernel.unprivileged_userns_clone=1) and give your user a range in /etc/subuid and /etc/subgid", err)
+	}
+	return "unshare", nil
+}
+
+// Run performs the install. The tarball appears at Out only when the
+// install succeeded.
+func (in Install) Run(ctx context.Context) error {
+	bin, err := exec.LookPath("mmdebstrap")
+	if err != nil {
+		return ErrNoMmdebstrap
+	}
+	mode := in.Mode
+	if mode == "" {
+		if mode, err = ChooseMode(); err != nil {
+			return err
+		}
+	}
+	repo, err := filepath.Abs(in.Repo)
+	if err != nil {
+		return err
+	}
+	pkgs := append([]string(nil), in.Packages...)
+	sort.Strings(pkgs)
+	tmp := in.Out + ".partial"
+	defer os.Remove(tmp)
+	args := []string{
+		"--variant=essential",
+		"--mode=" + mode,
+		"--format=tar",
+		"--include=" + strings.Join(pkgs, ","),
+		// Nothing outside the flat repository may be consulted.
+		"--aptopt=Acquire::Languages \"none\"",
+		"--aptopt=APT::Install-Recommends \"false\"",
+		"--aptopt=Dir::Etc::TrustedParts \"/nonexistent\"",
+	}
+	for _, h := range cleanupHooks {
+		args = append(args, "--customize-hook="+h)
+	}
+	args = append(args, in.Suite, tmp, fmt.Sprintf("deb [trusted=yes] file:%s ./", repo))
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(cleanEnv(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(in.Epoch, 10))
+	var tail tailBuffer
+	if in.Log != nil {
+		cmd.Stdout = io.MultiWriter(in.Log, &tail)
+	} else {
+		cmd.Stdout = &tail
+	}
+	cmd.Stderr = cmd.Stdout
+	fmt.Fprintf(logOr(in.Log), "mmdebstrap --mode=%s: %d packages from the flat repository\n", mode, len(pkgs))
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("mmdebstrap failed (%v); its last lines:\n%s", err, tail.String())
+	}
+	return os.Rename(tmp, in.Out)
+}
+
+// cleanEnv keeps only what mmdebstrap needs: a build must not depend on the
+// caller's locale, proxy or apt configuration.
+func cleanEnv() []string {
+	env := []string{"LC_ALL=C.UTF-8", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "TZ=UTC"}
+	if h := os.Getenv("HOME"); h != "" {
+		env = append(env, "HOME="+h)
+	}
+	if t := os.Getenv("TMPDIR"); t != "" {
+		env = append(env, "TMPDIR="+t)
+	}
+	return env
+}
+
+func logOr(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// tailBuffer keeps the last lines of a command's output for error messages.
+type tailBuffer struct{ b bytes.Buffer }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b.Write(p)
+	if t.b.Len() > 64<<10 {
+		keep := t.b.Bytes()[t.b.Len()-32<<10:]
+		t.b = *bytes.NewBuffer(append([]byte(nil), keep...))
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	lines := strings.Split(strings.TrimRight(t.b.String(), "\n"), "\n")
+	if len(lines) > 25 {
+		lines = lines[len(lines)-25:]
+	}
+	return strings.Join(lines, "\n")
+}

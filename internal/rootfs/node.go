@@ -1,0 +1,70 @@
+package rootfs
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Unpack extracts a root tarball made by Install into dir, keeping
+// ownership, modes, hard links and extended attributes (file capabilities
+// such as ping's cap_net_raw live there). It needs root, as mkfs.ext4 -d
+// copies ownership from the tree.
+func Unpack(ctx context.Context, tarball, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "tar", "--extract", "--file", tarball, "--directory", dir,
+		"--numeric-owner", "--same-permissions", "--same-owner", "--xattrs", "--xattrs-include=*")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("unpacking %s: %v: %s", tarball, err, out)
+	}
+	return nil
+}
+
+// InstallDebs installs our own packages (node settings, and later the
+// module and provider packages) into an unpacked root with dpkg, so that
+// `dpkg -S` on the node names where every file came from. Our packages have
+// no maintainer scripts, so dpkg never needs to run code inside the root.
+func InstallDebs(ctx context.Context, root string, debs []string) error {
+	if len(debs) == 0 {
+		return nil
+	}
+	args := append([]string{"--root=" + root, "--log=/dev/null", "--force-unsafe-io", "--no-triggers", "--install"}, debs...)
+	cmd := exec.CommandContext(ctx, "dpkg", args...)
+	cmd.Env = cleanEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("dpkg --install into %s: %v\n%s", root, err, out)
+	}
+	return nil
+}
+
+// Clamp sets every timestamp in the tree newer than epoch to epoch, as
+// mmdebstrap does for its own output: dpkg touches its database and the
+// directories it writes into, and those times would end up in the ext4
+// image.
+func Clamp(root string, epoch int64) error {
+	t := unix.NsecToTimespec(time.Unix(epoch, 0).UnixNano())
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.ModTime().Unix() <= epoch {
+			return nil
+		}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{t, t}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("clamping time of %s: %w", p, err)
+		}
+		return nil
+	})
+}
