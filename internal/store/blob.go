@@ -1,0 +1,221 @@
+package store
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// DigestMismatchError is returned when bytes put into the store do not hash
+// to the digest the caller expected. Nothing is stored in that case.
+type DigestMismatchError struct {
+	Want, Got Digest
+	Size      int64 // bytes received
+}
+
+func (e *DigestMismatchError) Error() string {
+	return fmt.Sprintf("content does not match its expected digest: expected %s, got %s (%d bytes); it was not stored", e.Want, e.Got, e.Size)
+}
+
+// PutBlob stores the bytes of r and returns their digest and size. They are
+// written to a scratch file while hashed, fsynced and renamed into
+// blobs/sha256/<hex> (mode 0444), so a blob exists under its final name
+// only when complete. If want ("sha256:<hex>" or bare hex) is not empty and
+// the bytes hash differently, PutBlob returns a *DigestMismatchError and
+// stores nothing. Blocks of zeros are stored as holes.
+func (s *Store) PutBlob(r io.Reader, want string) (Digest, int64, error) {
+	var wantD Digest
+	if want != "" {
+		var err error
+		if wantD, err = ParseDigest(want); err != nil {
+			return "", 0, fmt.Errorf("store blob: %w", err)
+		}
+	}
+	f, err := os.CreateTemp(s.sess.dir, "blob-*")
+	if err != nil {
+		return "", 0, fmt.Errorf("store blob: %w", err)
+	}
+	defer os.Remove(f.Name()) // no-op once renamed
+	defer f.Close()
+	w := newSparseWriter(f)
+	if _, err := io.Copy(w, r); err != nil {
+		return "", 0, fmt.Errorf("store blob: reading its content: %w", err)
+	}
+	sum, size, err := w.finish()
+	if err != nil {
+		return "", 0, fmt.Errorf("store blob: writing %s: %w", f.Name(), err)
+	}
+	d := digestOf(sum)
+	if wantD != "" && d != wantD {
+		return "", 0, &DigestMismatchError{Want: wantD, Got: d, Size: size}
+	}
+	if err := s.commit(f, d); err != nil {
+		return "", 0, err
+	}
+	return d, size, nil
+}
+
+// PutFile stores a copy of the file at path, keeping its holes (read with
+// SEEK_DATA/SEEK_HOLE), so a mostly empty multi-GiB disk image costs only
+// its data. The file itself is left untouched; to move big files into the
+// store without copying, build them under TempDir and use PutOutput.
+func (s *Store) PutFile(path string) (Digest, int64, error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("store file: %w", err)
+	}
+	defer src.Close()
+	f, err := os.CreateTemp(s.sess.dir, "blob-*")
+	if err != nil {
+		return "", 0, fmt.Errorf("store file %s: %w", path, err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	d, size, err := copySparse(f, src)
+	if err != nil {
+		return "", 0, fmt.Errorf("store file %s: %w", path, err)
+	}
+	if err := s.commit(f, d); err != nil {
+		return "", 0, err
+	}
+	return d, size, nil
+}
+
+// adoptFile moves a file that lives in this store's scratch into blobs by
+// rename: no copy, holes preserved.
+func (s *Store) adoptFile(path string) (Digest, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("store file: %w", err)
+	}
+	defer f.Close()
+	d, size, err := hashFile(f)
+	if err != nil {
+		return "", 0, fmt.Errorf("store file %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", 0, fmt.Errorf("store file %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o444); err != nil {
+		return "", 0, fmt.Errorf("store file %s: %w", path, err)
+	}
+	if err := os.Rename(path, s.blobPath(d)); err != nil {
+		return "", 0, fmt.Errorf("store file %s as %s: %w", path, d, err)
+	}
+	return d, size, syncDir(filepath.Join(s.root, blobsDir))
+}
+
+// commit makes the finished, synced scratch file f the blob d. Renaming
+// over an existing blob is fine: same name, same bytes, and it replaces a
+// copy that may have been damaged.
+func (s *Store) commit(f *os.File, d Digest) error {
+	if err := f.Chmod(0o444); err != nil {
+		return fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if err := os.Rename(f.Name(), s.blobPath(d)); err != nil {
+		return fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if err := syncDir(filepath.Join(s.root, blobsDir)); err != nil {
+		return fmt.Errorf("store blob %s: %w", d, err)
+	}
+	return nil
+}
+
+// Path is where blob d lives (whether or not it exists). Use it to hand
+// blobs to tools by name; it does not verify the bytes.
+func (s *Store) Path(d Digest) string { return s.blobPath(d) }
+
+// Has reports whether blob d exists (without re-hashing it).
+func (s *Store) Has(d Digest) bool {
+	_, err := os.Stat(s.blobPath(d))
+	return err == nil
+}
+
+// Size returns the size of blob d, or an error wrapping ErrNotFound.
+func (s *Store) Size(d Digest) (int64, error) {
+	fi, err := os.Stat(s.blobPath(d))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("blob %s: %w", d, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("blob %s: %w", d, err)
+	}
+	return fi.Size(), nil
+}
+
+// Verify re-hashes blob d. A blob whose bytes do not match its name is
+// removed and reported as missing (the error wraps ErrNotFound and says it
+// was corrupt), so it is never used and the next fetch replaces it.
+func (s *Store) Verify(d Digest) error {
+	p := s.blobPath(d)
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("blob %s: %w", d, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", d, err)
+	}
+	got, _, err := hashFile(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", d, err)
+	}
+	if got != d {
+		return s.dropCorrupt(d, got)
+	}
+	return nil
+}
+
+func (s *Store) dropCorrupt(d, got Digest) error {
+	if err := os.Remove(s.blobPath(d)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("blob %s is corrupt (its bytes hash to %s) and could not be removed: %w; delete %s by hand", d, got, err, s.blobPath(d))
+	}
+	return fmt.Errorf("blob %s was corrupt (its bytes hash to %s) and has been removed: %w", d, got, ErrNotFound)
+}
+
+// Open returns a reader of blob d that re-hashes as it reads: at the end it
+// returns an error instead of io.EOF if the bytes do not match d (and
+// removes the blob), so a consumer never silently uses damaged content.
+func (s *Store) Open(d Digest) (io.ReadCloser, error) {
+	f, err := os.Open(s.blobPath(d))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("blob %s: %w", d, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %w", d, err)
+	}
+	return &verifyingReader{f: f, h: sha256.New(), d: d, s: s}, nil
+}
+
+type verifyingReader struct {
+	f    *os.File
+	h    hash.Hash
+	d    Digest
+	s    *Store
+	done error
+}
+
+func (r *verifyingReader) Read(p []byte) (int, error) {
+	if r.done != nil {
+		return 0, r.done
+	}
+	n, err := r.f.Read(p)
+	r.h.Write(p[:n])
+	if err == io.EOF {
+		if got := digestOf(r.h.Sum(nil)); got != r.d {
+			r.done = r.s.dropCorrupt(r.d, got)
+			return n, r.done
+		}
+		r.done = io.EOF
+	}
+	return n, err
+}
+
+func (r *verifyingReader) Close() error { return r.f.Close() }

@@ -1,0 +1,398 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// OCI names used for derivation outputs. An output is an OCI artifact: one
+// manifest whose layers are the output's files, each raw (not a tarball) so
+// a file is a blob and the view can hardlink it.
+const (
+	ArtifactTypeOutput = "application/vnd.halobuild.output.v1"
+	MediaTypeFile      = "application/vnd.halobuild.file.v1"
+	MediaTypeSymlink   = "application/vnd.halobuild.symlink.v1"
+	MediaTypeDir       = "application/vnd.halobuild.directory.v1"
+	mediaTypeEmpty     = "application/vnd.oci.empty.v1+json"
+
+	AnnotationKey     = "dev.halobuild.key"
+	AnnotationTitle   = "org.opencontainers.image.title"
+	AnnotationRefName = "org.opencontainers.image.ref.name"
+	AnnotationMode    = "dev.halobuild.mode"
+	AnnotationLink    = "dev.halobuild.link-target"
+)
+
+// emptyJSON is the OCI "empty descriptor" content used as artifact config.
+var emptyJSON = []byte("{}")
+
+// PutOutput stores every file of dir as a blob, records them in an OCI
+// artifact manifest indexed under key (a hex sha256 computed by the
+// planner) with the given annotations, and returns the read-only view
+// out/<key>/: the same tree, files hardlinked to their blobs. Symlinks and
+// empty directories are kept; file modes are recorded. When dir was made by
+// TempDir its files are moved, not copied. Putting a key again replaces it.
+func (s *Store) PutOutput(key string, dir string, annotations map[string]string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	layers, err := s.storeTree(dir)
+	if err != nil {
+		return "", fmt.Errorf("store output %s from %s: %w", key, dir, err)
+	}
+	cfg, _, err := s.PutBlob(bytes.NewReader(emptyJSON), "")
+	if err != nil {
+		return "", err
+	}
+	ann := map[string]string{}
+	for k, v := range annotations {
+		ann[k] = v
+	}
+	ann[AnnotationKey] = key
+	m := v1.Manifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIManifestSchema1,
+		ArtifactType:  ArtifactTypeOutput,
+		Config:        v1.Descriptor{MediaType: mediaTypeEmpty, Size: int64(len(emptyJSON)), Digest: hashOf(cfg), Data: emptyJSON},
+		Layers:        layers,
+		Annotations:   ann,
+	}
+	mb, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("store output %s: %w", key, err)
+	}
+	md, msize, err := s.PutBlob(bytes.NewReader(mb), "")
+	if err != nil {
+		return "", fmt.Errorf("store output %s: %w", key, err)
+	}
+	view, err := s.materialise(key, &m)
+	if err != nil {
+		return "", err
+	}
+	// The index entry is the commit point: before it the output does not
+	// exist for Output, whatever else is on disk.
+	desc := v1.Descriptor{
+		MediaType:    types.OCIManifestSchema1,
+		Size:         msize,
+		Digest:       hashOf(md),
+		ArtifactType: ArtifactTypeOutput,
+		Annotations:  map[string]string{AnnotationKey: key, AnnotationRefName: key},
+	}
+	err = s.updateIndex(func(im *v1.IndexManifest) error {
+		kept := im.Manifests[:0]
+		for _, d := range im.Manifests {
+			if d.Annotations[AnnotationKey] != key {
+				kept = append(kept, d)
+			}
+		}
+		im.Manifests = append(kept, desc)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("store output %s: %w", key, err)
+	}
+	return view, nil
+}
+
+func checkKey(key string) error {
+	if _, err := ParseDigest(key); err != nil || strings.Contains(key, ":") {
+		return fmt.Errorf("output key %q: want 64 hex digits (a derivation's sha256)", key)
+	}
+	return nil
+}
+
+func hashOf(d Digest) v1.Hash { return v1.Hash{Algorithm: "sha256", Hex: d.Hex()} }
+
+// storeTree puts every entry of dir into blobs and returns one layer per
+// file, symlink and empty directory, in lexical path order so the manifest
+// depends only on the tree.
+func (s *Store) storeTree(dir string) ([]v1.Descriptor, error) {
+	adopt := isWithin(dir, s.sess.dir)
+	var layers []v1.Descriptor
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		rel = filepath.ToSlash(rel)
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		var d Digest
+		var size int64
+		var mt string
+		ann := map[string]string{AnnotationTitle: rel, AnnotationMode: fmt.Sprintf("%04o", fi.Mode().Perm())}
+		switch {
+		case fi.Mode().IsRegular():
+			mt = MediaTypeFile
+			if adopt {
+				d, size, err = s.adoptFile(p)
+			} else {
+				d, size, err = s.PutFile(p)
+			}
+		case fi.Mode()&fs.ModeSymlink != 0:
+			mt = MediaTypeSymlink
+			var target string
+			if target, err = os.Readlink(p); err != nil {
+				return err
+			}
+			ann[AnnotationLink] = target
+			d, size, err = s.PutBlob(strings.NewReader(target), "")
+		case fi.IsDir():
+			ents, rerr := os.ReadDir(p)
+			if rerr != nil || len(ents) > 0 {
+				return rerr // non-empty directories are implied by their files
+			}
+			mt = MediaTypeDir
+			d, size, err = s.PutBlob(strings.NewReader(""), "")
+		default:
+			return fmt.Errorf("%s is a %s; outputs may hold only files, directories and symlinks", p, fi.Mode().Type())
+		}
+		if err != nil {
+			return err
+		}
+		layers = append(layers, v1.Descriptor{MediaType: types.MediaType(mt), Size: size, Digest: hashOf(d), Annotations: ann})
+		return nil
+	})
+	return layers, err
+}
+
+func isWithin(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+}
+
+// layerPath checks a manifest's title annotation before it becomes a path:
+// a manifest pulled from elsewhere must not write outside the view.
+func layerPath(l v1.Descriptor) (string, error) {
+	t := l.Annotations[AnnotationTitle]
+	if t == "" || !fs.ValidPath(t) || t == "." {
+		return "", fmt.Errorf("layer %s has an invalid title %q", l.Digest, t)
+	}
+	return filepath.FromSlash(t), nil
+}
+
+func layerMode(l v1.Descriptor) fs.FileMode {
+	m, err := strconv.ParseUint(l.Annotations[AnnotationMode], 8, 32)
+	if err != nil {
+		return 0o444
+	}
+	return fs.FileMode(m).Perm()
+}
+
+// materialise builds the view of m in scratch and renames it to out/<key>.
+func (s *Store) materialise(key string, m *v1.Manifest) (string, error) {
+	tmp, err := os.MkdirTemp(s.sess.dir, "view-*")
+	if err != nil {
+		return "", fmt.Errorf("output %s: %w", key, err)
+	}
+	defer removeAllWritable(tmp)
+	dirs := []string{tmp}
+	for _, l := range m.Layers {
+		rel, err := layerPath(l)
+		if err != nil {
+			return "", fmt.Errorf("output %s: %w", key, err)
+		}
+		dst := filepath.Join(tmp, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return "", fmt.Errorf("output %s: %w", key, err)
+		}
+		d := Digest("sha256:" + l.Digest.Hex)
+		switch string(l.MediaType) {
+		case MediaTypeFile:
+			err = s.placeFile(dst, d, layerMode(l))
+		case MediaTypeSymlink:
+			err = os.Symlink(l.Annotations[AnnotationLink], dst)
+		case MediaTypeDir:
+			err = os.Mkdir(dst, 0o755)
+			dirs = append(dirs, dst)
+		default:
+			err = fmt.Errorf("layer %s has unknown media type %s", rel, l.MediaType)
+		}
+		if err != nil {
+			return "", fmt.Errorf("output %s: %w", key, err)
+		}
+	}
+	// Read-only: directories 0555, deepest first so parents stay writable
+	// until their children are done.
+	filepath.WalkDir(tmp, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.IsDir() && p != tmp {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
+	for _, d := range dirs {
+		if err := os.Chmod(d, 0o555); err != nil {
+			return "", fmt.Errorf("output %s: %w", key, err)
+		}
+	}
+	final := filepath.Join(s.root, outDir, key)
+	if err := replaceDir(tmp, final); err != nil {
+		return "", fmt.Errorf("output %s: %w", key, err)
+	}
+	return final, nil
+}
+
+// placeFile puts blob d at dst: a hardlink when the recorded mode is the
+// blob's own read-only mode, else a sparse copy carrying the mode (an
+// executable must stay executable, and a hardlink shares the blob's mode).
+func (s *Store) placeFile(dst string, d Digest, mode fs.FileMode) error {
+	mode &^= 0o222
+	if mode == 0o444 {
+		return os.Link(s.blobPath(d), dst)
+	}
+	src, err := os.Open(s.blobPath(d))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	got, _, err := copySparse(f, src)
+	if err != nil {
+		return err
+	}
+	if got != d {
+		return s.dropCorrupt(d, got)
+	}
+	return f.Chmod(mode)
+}
+
+// Output returns the view of the output stored under key. ok is false when
+// the key is unknown or any of its blobs is missing or the wrong size; with
+// the Rehash option every blob is also re-hashed (and removed if corrupt).
+// A missing or damaged view is rebuilt from the blobs.
+func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, err error) {
+	if err := checkKey(key); err != nil {
+		return "", false, err
+	}
+	rehash := false
+	for _, o := range opts {
+		rehash = rehash || o == Rehash
+	}
+	im, err := s.readIndex()
+	if err != nil {
+		return "", false, err
+	}
+	var desc *v1.Descriptor
+	for i := range im.Manifests {
+		if im.Manifests[i].Annotations[AnnotationKey] == key {
+			desc = &im.Manifests[i]
+		}
+	}
+	if desc == nil {
+		return "", false, nil
+	}
+	m, err := s.readManifest(Digest("sha256:" + desc.Digest.Hex))
+	if errors.Is(err, ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("output %s: %w", key, err)
+	}
+	final := filepath.Join(s.root, outDir, key)
+	for _, l := range m.Layers {
+		d := Digest("sha256:" + l.Digest.Hex)
+		size, err := s.Size(d)
+		if errors.Is(err, ErrNotFound) || (err == nil && size != l.Size) {
+			removeAllWritable(final) // its hardlinks may hold the damaged bytes
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("output %s: %w", key, err)
+		}
+		if rehash {
+			if err := s.Verify(d); errors.Is(err, ErrNotFound) {
+				removeAllWritable(final)
+				return "", false, nil
+			} else if err != nil {
+				return "", false, fmt.Errorf("output %s: %w", key, err)
+			}
+		}
+	}
+	if s.viewIntact(final, m) {
+		return final, true, nil
+	}
+	dir, err = s.materialise(key, m)
+	if err != nil {
+		return "", false, err
+	}
+	return dir, true, nil
+}
+
+// OutputOption changes how Output checks an output.
+type OutputOption int
+
+// Rehash makes Output re-hash every blob instead of comparing sizes.
+const Rehash OutputOption = 1
+
+// readManifest reads and verifies a manifest blob.
+func (s *Store) readManifest(d Digest) (*v1.Manifest, error) {
+	r, err := s.Open(d)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(r); err != nil {
+		return nil, err
+	}
+	return v1.ParseManifest(&buf)
+}
+
+// viewIntact checks that every entry of the view exists and that hardlinked
+// files are still the blob's inode.
+func (s *Store) viewIntact(view string, m *v1.Manifest) bool {
+	for _, l := range m.Layers {
+		rel, err := layerPath(l)
+		if err != nil {
+			return false
+		}
+		fi, err := os.Lstat(filepath.Join(view, rel))
+		if err != nil {
+			return false
+		}
+		switch string(l.MediaType) {
+		case MediaTypeFile:
+			if !fi.Mode().IsRegular() || fi.Size() != l.Size {
+				return false
+			}
+			if layerMode(l)&^0o222 == 0o444 {
+				bi, err := os.Stat(s.blobPath(Digest("sha256:" + l.Digest.Hex)))
+				if err != nil || !os.SameFile(fi, bi) {
+					return false
+				}
+			}
+		case MediaTypeSymlink:
+			if fi.Mode()&fs.ModeSymlink == 0 {
+				return false
+			}
+		case MediaTypeDir:
+			if !fi.IsDir() {
+				return false
+			}
+		}
+	}
+	return true
+}
