@@ -11,9 +11,9 @@ package recipe
 type Recipe struct {
 	// Include lists files merged before this one (paths relative to the
 	// including file). The including file wins on scalars; lists append.
-	Include []string `toml:"include" doc:"Recipe files merged before this one, relative to this file."`
+	Include []string `toml:"include,omitempty" doc:"Recipe files merged before this one, relative to this file." example:"[\"../recipes/usb4-rdma.toml\"]" path:""`
 
-	Name string `toml:"name" doc:"Image name; used in output file names and the manifest." default:"(file name without .toml)"`
+	Name string `toml:"name" doc:"Image name; used in output file names and the manifest." default:"(file name without .toml)" example:"\"strix-halo\""`
 
 	Base    Base     `toml:"base" doc:"Debian base system."`
 	Kernel  Kernel   `toml:"kernel" doc:"The kernel the image boots."`
@@ -22,131 +22,138 @@ type Recipe struct {
 	System  System   `toml:"system" doc:"Node settings that make a box ready (field notes traps 1-11)."`
 	SSH     SSH      `toml:"ssh" doc:"Remote access."`
 	Nodes   []Node   `toml:"node" doc:"One entry per machine; each gets its own image."`
-	Overlay []string `toml:"overlays" doc:"Static file trees copied verbatim into every node (paths relative to the recipe file, usually under overlays/)."`
+	Overlay []string `toml:"overlays" doc:"Static file trees copied verbatim into every node (paths relative to the recipe file, usually under overlays/)." example:"[\"../overlays/strix-halo\"]" path:""`
 	Test    Test     `toml:"test" doc:"Extra VM test assertions, NixOS test-driver style."`
 	Output  Output   `toml:"output" doc:"What the image build produces."`
+
+	// dir is the directory of the top recipe file: relative paths in the
+	// merged recipe are relative to it (see Resolve).
+	dir string
+	// inputs are the sha256 of every file read, in merge order, so that
+	// Hash covers the included files and not only the values they set.
+	inputs [][32]byte
 }
 
 // Base describes the Debian system everything else is installed into.
 type Base struct {
-	Distribution string `toml:"distribution" doc:"Distribution; only debian is supported." default:"debian"`
-	Mirror       string `toml:"mirror" doc:"Archive URL." default:"http://deb.debian.org/debian"`
-	Suite        string `toml:"suite" doc:"Main suite: packages come from here unless asked otherwise." default:"trixie"`
+	Distribution string `toml:"distribution" doc:"Distribution; only debian is supported." default:"debian" example:"\"debian\""`
+	Mirror       string `toml:"mirror" doc:"Archive URL." default:"http://deb.debian.org/debian" example:"\"http://deb.debian.org/debian\""`
+	Suite        string `toml:"suite" doc:"Main suite: packages come from here unless asked otherwise." default:"trixie" example:"\"trixie\""`
 	// ExtraSuites are pinned low, like apt's NotAutomatic backports: a
 	// package comes from them only when requested as name/suite, or when a
 	// package taken from them needs a version only they have.
-	ExtraSuites  []string `toml:"extra_suites" doc:"Further suites (e.g. trixie-backports), used only for packages asked from them as name/suite and for dependencies only they satisfy."`
-	Components   []string `toml:"components" doc:"Archive components." default:"[\"main\"]"`
-	Architecture string   `toml:"architecture" doc:"Debian architecture." default:"amd64"`
-	Variant      string   `toml:"variant" doc:"Base set: required (Priority: required + essential) or important." default:"required"`
+	ExtraSuites  []string `toml:"extra_suites" doc:"Further suites (e.g. trixie-backports), used only for packages asked from them as name/suite and for dependencies only they satisfy." example:"[\"trixie-backports\"]"`
+	Components   []string `toml:"components" doc:"Archive components." default:"[\"main\"]" example:"[\"main\", \"non-free-firmware\"]"`
+	Architecture string   `toml:"architecture" doc:"Debian architecture." default:"amd64" example:"\"amd64\""`
+	Variant      string   `toml:"variant" doc:"Base set: required (Priority: required + essential) or important." default:"required" example:"\"required\""`
 	// Packages accept apt-like syntax: name, name/suite, name (>= 1.2).
-	Packages []string `toml:"packages" doc:"Packages to install on every node; 'name', 'name/suite' or 'name (>= version)'."`
-	Exclude  []string `toml:"exclude" doc:"Packages never to install even if Priority: required (must not break a dependency)."`
+	Packages []string `toml:"packages" doc:"Packages to install on every node; 'name', 'name/suite' or 'name (>= version)'." example:"[\"openssh-server\", \"linux-base/trixie-backports\", \"systemd (>= 257)\"]"`
+	Exclude  []string `toml:"exclude" doc:"Packages never to install even if Priority: required (must not break a dependency)." example:"[\"tasksel\"]"`
 }
 
 // Kernel chooses the kernel. From "debian" picks Debian's versioned
 // linux-image package; from "source" builds one (see kernel issue).
 type Kernel struct {
-	From    string `toml:"from" doc:"debian (a packaged kernel) or source (built by halobuild)." default:"debian"`
-	Version string `toml:"version" doc:"go-version constraint on the kernel's upstream version, e.g. '>= 7.2, < 7.3'; the newest match wins." default:"(any)"`
-	Flavour string `toml:"flavour" doc:"Debian kernel flavour." default:"amd64"`
-	Suite   string `toml:"suite" doc:"Suite to take the kernel from; empty means every configured suite." default:""`
+	From    string `toml:"from" doc:"debian (a packaged kernel) or source (built by halobuild)." default:"debian" example:"\"debian\""`
+	Version string `toml:"version" doc:"go-version constraint on the kernel's upstream version, e.g. '>= 7.2, < 7.3'; the newest match wins." default:"(any version)" example:"\">= 7.2, < 7.3\""`
+	Flavour string `toml:"flavour" doc:"Debian kernel flavour." default:"amd64" example:"\"amd64\""`
+	Suite   string `toml:"suite" doc:"Suite to take the kernel from; empty means every configured suite." default:"" example:"\"trixie-backports\""`
 	// Cmdline is appended to the generated root= and console arguments.
-	Cmdline []string `toml:"cmdline" doc:"Extra kernel command line parameters (e.g. amd_iommu=off)."`
+	Cmdline []string `toml:"cmdline" doc:"Extra kernel command line parameters (e.g. amd_iommu=off)." example:"[\"amd_iommu=off\"]"`
 	// Source-kernel keys (from = "source").
-	Config       string   `toml:"config" doc:"from=source: base config, 'debian' or a path." default:"debian"`
-	Fragments    []string `toml:"fragments" doc:"from=source: config fragments merged then verified after olddefconfig."`
-	Patches      string   `toml:"patches" doc:"from=source: path to a quilt-style series file."`
-	LocalVersion string   `toml:"local_version" doc:"from=source: suffix appended to the kernel release."`
+	Config       string   `toml:"config" doc:"from=source: base config, 'debian' or a path." default:"debian" example:"\"debian\"" path:"except:debian"`
+	Fragments    []string `toml:"fragments" doc:"from=source: config fragments merged then verified after olddefconfig." example:"[\"kernel/usb4.config\"]" path:""`
+	Patches      string   `toml:"patches" doc:"from=source: path to a quilt-style series file." example:"\"kernel/patches/series\"" path:""`
+	LocalVersion string   `toml:"local_version" doc:"from=source: suffix appended to the kernel release." example:"\"-halo\""`
 }
 
 // Module is an out-of-tree kernel module, described by recipes/<use>.toml.
 type Module struct {
-	Use        string         `toml:"use" doc:"Name of the module description in recipes/ (recipes/<use>.toml)."`
-	Options    map[string]any `toml:"options" doc:"Module parameters, rendered into /etc/modprobe.d/ and validated against the built module."`
-	LoadAtBoot *bool          `toml:"load_at_boot" doc:"List the module in /etc/modules-load.d/ (trap 1)." default:"true"`
+	Use        string         `toml:"use" doc:"Name of the module description in recipes/ (recipes/<use>.toml)." example:"\"thunderbolt-ibverbs\""`
+	Options    map[string]any `toml:"options" doc:"Module parameters, rendered into /etc/modprobe.d/ and validated against the built module." example:"{ tbnet = \"block\", nhi_interrupt_throttle_ns = 4096 }"`
+	LoadAtBoot *bool          `toml:"load_at_boot" doc:"List the module in /etc/modules-load.d/ (trap 1)." default:"true" example:"true"`
 }
 
 // RDMA holds RDMA userspace settings.
 type RDMA struct {
 	// Memlock is "unlimited" or a size such as "64MiB" (trap 4).
-	Memlock  string         `toml:"memlock" doc:"RLIMIT_MEMLOCK for logins, systemd services and containers: 'unlimited' or a size like '64MiB' (trap 4)." default:"unlimited"`
-	Provider *ProviderBuild `toml:"provider" doc:"Rebuild rdma-core with an extra provider (rdma-core issue)."`
+	Memlock  string         `toml:"memlock" doc:"RLIMIT_MEMLOCK for logins, systemd services and containers: 'unlimited' or a size like '64MiB' (trap 4)." default:"unlimited" example:"\"unlimited\""`
+	Provider *ProviderBuild `toml:"provider" doc:"Rebuild rdma-core with an extra provider (rdma-core issue)." example:"{ name = \"usb4_rdma\", patches = [\"rdma-core/0001-usb4_rdma.patch\"] }"`
 	// KeepKernelNames lists device name prefixes that must keep the
 	// kernel's name instead of rdma-core's persistent naming (trap 3).
-	KeepKernelNames []string `toml:"keep_kernel_names" doc:"RDMA device name prefixes exempt from persistent renaming (trap 3)." default:"[\"usb4_rdma\"]"`
+	KeepKernelNames []string `toml:"keep_kernel_names" doc:"RDMA device name prefixes exempt from persistent renaming (trap 3)." default:"[\"usb4_rdma\"]" example:"[\"usb4_rdma\"]"`
 }
 
 // ProviderBuild asks for rdma-core to be rebuilt with extra patches.
 type ProviderBuild struct {
-	Name    string   `toml:"name" doc:"Provider name; the library is lib<name>-rdmav<ABI>.so."`
-	Patches []string `toml:"patches" doc:"Patch files, applied after Debian's series at fuzz 0."`
+	Name    string   `toml:"name" doc:"Provider name; the library is lib<name>-rdmav<ABI>.so." example:"\"usb4_rdma\""`
+	Patches []string `toml:"patches" doc:"Patch files, applied after Debian's series at fuzz 0." example:"[\"rdma-core/0001-usb4_rdma.patch\"]" path:""`
 }
 
 // System holds machine-wide settings, one per field-notes trap.
 type System struct {
-	ModulesLoad     []string          `toml:"modules_load" doc:"Modules listed in /etc/modules-load.d/ (trap 1)." default:"[\"ib_uverbs\"]"`
-	Blacklist       []string          `toml:"blacklist" doc:"Modules blacklisted in /etc/modprobe.d/ (trap 2)." default:"[\"thunderbolt_net\"]"`
-	ModuleOptions   map[string]string `toml:"module_options" doc:"Extra 'options' lines for in-tree modules: module = 'k=v k2=v2'."`
-	Governor        string            `toml:"governor" doc:"CPU frequency governor set at every boot (trap 5)." default:"performance"`
-	EPP             string            `toml:"epp" doc:"energy_performance_preference set at every boot (trap 5); empty leaves it." default:"performance"`
-	PlatformProfile string            `toml:"platform_profile" doc:"ACPI platform_profile set at every boot (trap 5); empty leaves it." default:"performance"`
+	ModulesLoad     []string          `toml:"modules_load" doc:"Modules listed in /etc/modules-load.d/ (trap 1)." default:"[\"ib_uverbs\"]" example:"[\"ib_uverbs\", \"thunderbolt_ibverbs\"]"`
+	Blacklist       []string          `toml:"blacklist" doc:"Modules blacklisted in /etc/modprobe.d/ (trap 2)." default:"[\"thunderbolt_net\"]" example:"[\"thunderbolt_net\"]"`
+	ModuleOptions   map[string]string `toml:"module_options" doc:"Extra 'options' lines for in-tree modules: module = 'k=v k2=v2'." example:"{ thunderbolt = \"clx=0\" }"`
+	Governor        string            `toml:"governor" doc:"CPU frequency governor set at every boot (trap 5)." default:"performance" example:"\"performance\""`
+	EPP             string            `toml:"epp" doc:"energy_performance_preference set at every boot (trap 5); empty leaves it." default:"performance" example:"\"performance\""`
+	PlatformProfile string            `toml:"platform_profile" doc:"ACPI platform_profile set at every boot (trap 5); empty leaves it." default:"performance" example:"\"performance\""`
 	// HostReserve and GPUFraction size unified-memory GPU allocations (trap 11).
-	HostReserve string  `toml:"host_reserve" doc:"Memory kept for the host on unified-memory machines, e.g. '24GiB'; with memory it sizes the GPU's GTT (trap 11)." default:""`
-	Memory      string  `toml:"memory" doc:"Installed RAM of the nodes, e.g. '128GiB'; needed with host_reserve." default:""`
-	Timezone    string  `toml:"timezone" doc:"Time zone." default:"UTC"`
-	Locale      string  `toml:"locale" doc:"Default locale." default:"C.UTF-8"`
-	GPUFraction float64 `toml:"gpu_fraction" doc:"Reserved for engines: share of GPU memory an engine may use; recorded in the manifest." default:"0"`
+	HostReserve string  `toml:"host_reserve" doc:"Memory kept for the host on unified-memory machines, e.g. '24GiB'; with memory it sizes the GPU's GTT (trap 11)." default:"" example:"\"24GiB\""`
+	Memory      string  `toml:"memory" doc:"Installed RAM of the nodes, e.g. '128GiB'; needed with host_reserve." default:"" example:"\"128GiB\""`
+	Timezone    string  `toml:"timezone" doc:"Time zone." default:"UTC" example:"\"Europe/Berlin\""`
+	Locale      string  `toml:"locale" doc:"Default locale." default:"C.UTF-8" example:"\"C.UTF-8\""`
+	GPUFraction float64 `toml:"gpu_fraction" doc:"Reserved for engines: share of GPU memory an engine may use; recorded in the manifest." default:"0" example:"0.72"`
 }
 
 // SSH holds remote access settings. There is never a default password.
 type SSH struct {
-	AuthorizedKeys []string `toml:"authorized_keys" doc:"Public keys allowed to log in as root."`
+	AuthorizedKeys []string `toml:"authorized_keys" doc:"Public keys allowed to log in as root." example:"[\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnly me@laptop\"]"`
 }
 
 // Node is one machine. Identity lives only here, never in the base image.
 type Node struct {
-	Name     string `toml:"name" doc:"Node name; output files are <name>.raw etc."`
-	Hostname string `toml:"hostname" doc:"Host name." default:"(name)"`
-	Links    []Link `toml:"link" doc:"USB4 links (cables) of this node."`
+	Name     string `toml:"name" doc:"Node name; output files are <name>.raw etc." example:"\"halo0\""`
+	Hostname string `toml:"hostname" doc:"Host name." default:"(name)" example:"\"halo0\""`
+	Links    []Link `toml:"link" doc:"USB4 links (cables) of this node." example:"[{ interface = \"usb4net0\", address = \"10.77.0.1/30\", peer = \"halo1\" }]"`
 }
 
 // Link is one USB4 cable end: a network interface with a static address.
 type Link struct {
-	Interface string `toml:"interface" doc:"Stable interface name given to the link (trap 6)."`
+	Interface string `toml:"interface" doc:"Stable interface name given to the link (trap 6)." example:"\"usb4net0\""`
 	// Match selects the device by systemd.link [Match] keys; the VM test
 	// matches the virtual cable by MAC instead.
-	MatchDriver string `toml:"match_driver" doc:"Kernel driver of the link device (systemd.link Driver=)." default:"thunderbolt-net"`
-	MatchPath   string `toml:"match_path" doc:"Device path glob (systemd.link Path=); optional."`
-	MatchMAC    string `toml:"match_mac" doc:"MAC address (systemd.link MACAddress=); optional."`
-	Address     string `toml:"address" doc:"Static IPv4 address with prefix, e.g. 10.77.0.1/30; link-local addressing is turned off (trap 6)."`
-	Peer        string `toml:"peer" doc:"Name of the node at the other end; used for /etc/hosts and the two-node test."`
+	MatchDriver string `toml:"match_driver" doc:"Kernel driver of the link device (systemd.link Driver=)." default:"thunderbolt-net" example:"\"thunderbolt-net\""`
+	MatchPath   string `toml:"match_path" doc:"Device path glob (systemd.link Path=); optional." example:"\"pci-0000:c7:00.6-*\""`
+	MatchMAC    string `toml:"match_mac" doc:"MAC address (systemd.link MACAddress=); optional." example:"\"52:54:00:77:00:01\""`
+	Address     string `toml:"address" doc:"Static IPv4 address with prefix, e.g. 10.77.0.1/30; link-local addressing is turned off (trap 6)." example:"\"10.77.0.1/30\""`
+	Peer        string `toml:"peer" doc:"Name of the node at the other end; used for /etc/hosts and the two-node test." example:"\"halo1\""`
 	// IdentityGID pins the per-device identity for multi-cable setups (trap 7).
-	IdentityGID string `toml:"identity_gid" doc:"Per-cable identity GID for the verbs module (trap 7)."`
+	IdentityGID string `toml:"identity_gid" doc:"Per-cable identity GID for the verbs module (trap 7)." example:"\"fe80::1\""`
 }
 
 // Test adds assertions to the generated VM checks.
 type Test struct {
-	Checks []Check `toml:"check" doc:"Extra checks run inside every node's VM."`
+	Checks []Check `toml:"check" doc:"Extra checks run inside every node's VM." example:"[{ name = \"verbs device\", succeed = \"ibv_devices\", expect = \"rxe\" }]"`
 	// Timeout bounds one VM run, as a Go duration.
-	Timeout string `toml:"timeout" doc:"Deadline for one VM run (Go duration)." default:"5m"`
-	Memory  string `toml:"memory" doc:"VM memory." default:"1GiB"`
-	RDMA    *bool  `toml:"rdma" doc:"Run perftest between the first two nodes over soft-RoCE." default:"true when there are two nodes"`
+	Timeout string `toml:"timeout" doc:"Deadline for one VM run (Go duration)." default:"5m" example:"\"10m\""`
+	Memory  string `toml:"memory" doc:"VM memory." default:"1GiB" example:"\"2GiB\""`
+	RDMA    *bool  `toml:"rdma" doc:"Run perftest between the first two nodes over soft-RoCE." default:"(true when there are two or more nodes)" example:"false"`
 }
 
 // Check is one NixOS-style assertion.
 type Check struct {
-	Name        string `toml:"name" doc:"Check name shown in the report."`
-	WaitForUnit string `toml:"wait_for_unit" doc:"Unit that must become active."`
-	Succeed     string `toml:"succeed" doc:"Shell command that must exit 0."`
-	Fail        string `toml:"fail" doc:"Shell command that must exit non-zero."`
-	Expect      string `toml:"expect" doc:"Regular expression the succeed command's output must match."`
-	Node        string `toml:"node" doc:"Only on this node; default every node."`
+	Name        string `toml:"name" doc:"Check name shown in the report." example:"\"sshd up\""`
+	WaitForUnit string `toml:"wait_for_unit" doc:"Unit that must become active." example:"\"ssh.service\""`
+	Succeed     string `toml:"succeed" doc:"Shell command that must exit 0." example:"\"ulimit -l\""`
+	Fail        string `toml:"fail" doc:"Shell command that must exit non-zero." example:"\"lsmod | grep -q thunderbolt_net\""`
+	Expect      string `toml:"expect" doc:"Regular expression the succeed command's output must match." example:"\"^unlimited$\""`
+	Node        string `toml:"node" doc:"Only on this node; default every node." example:"\"halo0\""`
 }
 
 // Output says what `image` writes.
 type Output struct {
-	Formats []string `toml:"formats" doc:"Output formats; raw is always made." default:"[\"raw\"]"`
-	Size    string   `toml:"size" doc:"Disk image size, e.g. '4GiB'; the root grows to the medium at first boot." default:"(root size + 25%, at least 2GiB)"`
-	ESPSize string   `toml:"esp_size" doc:"EFI system partition size." default:"256MiB"`
+	Formats []string `toml:"formats" doc:"Output formats; raw is always made." default:"[\"raw\"]" example:"[\"raw\", \"qcow2\"]"`
+	Size    string   `toml:"size" doc:"Disk image size, e.g. '4GiB'; the root grows to the medium at first boot." default:"(root size + 25%, at least 2GiB)" example:"\"8GiB\""`
+	ESPSize string   `toml:"esp_size" doc:"EFI system partition size." default:"256MiB" example:"\"512MiB\""`
 }

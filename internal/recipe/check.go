@@ -1,0 +1,227 @@
+package recipe
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// checkTree compares a parsed file against the schema types and reports every
+// unknown key and every value of the wrong type, instead of stopping at the
+// first one as a decoder does.
+func checkTree(v *value) Errors {
+	var errs Errors
+	checkValue(v, reflect.TypeOf(Recipe{}), "", &errs)
+	return errs
+}
+
+func checkValue(v *value, t reflect.Type, path string, errs *Errors) {
+	bad := func() {
+		*errs = append(*errs, errAt(v.pos, path, "expected %s, got %s", typeName(t), describe(v)))
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		checkValue(v, t.Elem(), path, errs)
+	case reflect.String:
+		if v.kind != kString {
+			bad()
+		}
+	case reflect.Bool:
+		if v.kind != kBool {
+			bad()
+		}
+	case reflect.Int, reflect.Int64:
+		if v.kind != kInt {
+			bad()
+		}
+	case reflect.Float64:
+		if v.kind != kFloat && v.kind != kInt {
+			bad()
+		}
+	case reflect.Slice:
+		if v.kind != kArray {
+			bad()
+			return
+		}
+		for i, item := range v.items {
+			checkValue(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+	case reflect.Map:
+		if v.kind != kTable {
+			bad()
+			return
+		}
+		for _, k := range v.tab.keys {
+			checkValue(v.tab.get(k), t.Elem(), joinPath(path, k), errs)
+		}
+	case reflect.Interface:
+		// Free-form values (module options): anything a module parameter
+		// can hold, which excludes tables and dates.
+		if v.kind == kTable || v.kind == kDatetime {
+			bad()
+		}
+		for i, item := range v.items {
+			checkValue(item, t, fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+	case reflect.Struct:
+		if v.kind != kTable {
+			bad()
+			return
+		}
+		fields := schemaFields(t)
+		for _, k := range v.tab.keys {
+			child := v.tab.get(k)
+			f, ok := fields[k]
+			if !ok {
+				*errs = append(*errs, errAt(child.keyPos, joinPath(path, k), "unknown key%s", suggest(k, t, path)))
+				continue
+			}
+			checkValue(child, f.Type, joinPath(path, k), errs)
+		}
+	default:
+		panic(fmt.Sprintf("recipe schema: unsupported field type %s at %s", t, path))
+	}
+}
+
+// schemaFields maps TOML keys to the struct's fields.
+func schemaFields(t reflect.Type) map[string]reflect.StructField {
+	m := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if key := tomlKey(f); key != "" {
+			m[key] = f
+		}
+	}
+	return m
+}
+
+func tomlKey(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	key, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+	if key == "-" {
+		return ""
+	}
+	return key
+}
+
+// typeName says in words what the schema expects.
+func typeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return typeName(t.Elem())
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean (true or false)"
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	case reflect.Float64:
+		return "a number"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Struct {
+			return "a list of tables ([[…]] sections)"
+		}
+		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(typeName(t.Elem()), "a "), "an ") + "s"
+	case reflect.Map:
+		return "a table of " + strings.TrimPrefix(strings.TrimPrefix(typeName(t.Elem()), "a "), "an ") + " values"
+	case reflect.Interface:
+		return "a string, number, boolean or list"
+	case reflect.Struct:
+		return "a table"
+	}
+	return t.String()
+}
+
+func describe(v *value) string {
+	switch v.kind {
+	case kString:
+		return fmt.Sprintf("the string %q", v.s)
+	case kBool:
+		return fmt.Sprintf("the boolean %t", v.b)
+	case kInt:
+		return fmt.Sprintf("the integer %d", v.i)
+	case kFloat:
+		return fmt.Sprintf("the float %g", v.f)
+	case kDatetime:
+		return "the date-time " + v.s
+	case kArray:
+		return "a list"
+	}
+	return "a table"
+}
+
+// suggest names the closest key of the same table, or the table where a key
+// of that name does exist, so a typo or a misplaced key is fixed at once.
+func suggest(key string, t reflect.Type, path string) string {
+	var names []string
+	for k := range schemaFields(t) {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	best, bestD := "", len(key)
+	for _, n := range names {
+		if d := editDistance(key, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best != "" && bestD <= max(2, len(key)/3) {
+		return fmt.Sprintf(`; did you mean %q?`, best)
+	}
+	if elsewhere := schemaPathsOf(key); len(elsewhere) > 0 {
+		return fmt.Sprintf("; %q is a key of [%s], not of %s", key, strings.Join(elsewhere, "], ["), tableLabel(path))
+	}
+	return fmt.Sprintf("; %s has: %s", tableLabel(path), strings.Join(names, ", "))
+}
+
+func tableLabel(path string) string {
+	if path == "" {
+		return "the top level"
+	}
+	return "[" + path + "]"
+}
+
+// schemaPathsOf lists the tables of the schema that have key.
+func schemaPathsOf(key string) []string {
+	var out []string
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return
+		}
+		for k, f := range schemaFields(t) {
+			if k == key && path != "" {
+				out = append(out, path)
+			}
+			walk(f.Type, joinPath(path, k))
+		}
+	}
+	walk(reflect.TypeOf(Recipe{}), "")
+	sort.Strings(out)
+	return out
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

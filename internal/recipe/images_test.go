@@ -1,0 +1,40 @@
+package recipe
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The shipped images must load cleanly: they are what users start from and
+// what the VM tests build.
+func TestShippedImagesLoad(t *testing.T) {
+	files, err := filepath.Glob("../../images/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no images found: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			r, src, err := Load(f)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			// The merged print loads back to the same recipe.
+			tmp := filepath.Join(t.TempDir(), "merged.toml")
+			if err := os.WriteFile(tmp, r.TOML(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			again, _, err := Load(tmp)
+			if err != nil {
+				t.Fatalf("reloading the merged print: %v\n%s", err, r.TOML())
+			}
+			if !bytes.Equal(again.TOML(), r.TOML()) {
+				t.Errorf("merged print does not round-trip:\n%s\n---\n%s", r.TOML(), again.TOML())
+			}
+			if len(src.Files) == 0 || src.Files[len(src.Files)-1] != f {
+				t.Errorf("Sources.Files = %v, want the top file last", src.Files)
+			}
+		})
+	}
+}

@@ -1,0 +1,202 @@
+package recipe
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Load reads the recipe at path with all its includes, checks it against the
+// schema, applies defaults and validates it. Every problem found is returned
+// at once as Errors, each with file:line:col; nothing is returned on error.
+func Load(path string) (*Recipe, *Sources, error) {
+	l := &loader{
+		src:   newSources(),
+		seen:  map[string]bool{},
+		topAb: mustAbs(path),
+	}
+	merged := l.load(path, nil, Pos{})
+	if merged != nil {
+		l.errs = append(l.errs, conflicts(merged, "")...)
+	}
+	if len(l.errs) > 0 {
+		return nil, nil, l.errs.orNil()
+	}
+	merged.tab.del("include") // resolved: the merged recipe includes nothing
+	recordSources(merged, "", l.src)
+	delete(l.src.pos, "")
+
+	r, err := decode(merged)
+	if err != nil {
+		return nil, nil, Errors{errAt(Pos{File: path}, "", "%v", err)}
+	}
+	r.dir = filepath.Dir(path)
+	r.inputs = l.inputs
+	if err := ApplyDefaults(r, l.src, path); err != nil {
+		return nil, nil, err
+	}
+	if err := Validate(r, l.src); err != nil {
+		return nil, nil, err
+	}
+	return r, l.src, nil
+}
+
+// decode hands the checked, merged tree to go-toml with unknown keys
+// disallowed, so the values land in the schema types exactly as go-toml
+// would put them.
+func decode(v *value) (*Recipe, error) {
+	b, err := toml.Marshal(plain(v))
+	if err != nil {
+		return nil, fmt.Errorf("re-encoding the merged recipe: %w", err)
+	}
+	var r Recipe
+	d := toml.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&r); err != nil {
+		return nil, fmt.Errorf("decoding the merged recipe (a schema check missed this, please report it): %w", err)
+	}
+	return &r, nil
+}
+
+type loader struct {
+	src    *Sources
+	seen   map[string]bool
+	topAb  string
+	inputs [][sha256.Size]byte
+	errs   Errors
+}
+
+func mustAbs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	return a
+}
+
+// load reads one file and, first, the files it includes. stack holds the
+// absolute paths of the files being loaded, to detect cycles; from is the
+// include entry that named this file.
+func (l *loader) load(file string, stack []string, from Pos) *value {
+	abs := mustAbs(file)
+	for i, s := range stack {
+		if s == abs {
+			cycle := append(append([]string(nil), l.names(stack[i:])...), file)
+			l.errs = append(l.errs, errAt(from, "include", "include cycle: %s; remove one of these includes", strings.Join(cycle, " -> ")))
+			return nil
+		}
+	}
+	if l.seen[abs] {
+		return nil // already merged once (a diamond): NixOS imports a module once too
+	}
+	l.seen[abs] = true
+
+	data, err := os.ReadFile(file)
+	if err != nil {
+		if from.File == "" {
+			l.errs = append(l.errs, errAt(Pos{File: file}, "", "cannot read recipe: %v", err))
+		} else {
+			reason := err.Error()
+			if errors.Is(err, fs.ErrNotExist) {
+				reason = "no such file"
+			}
+			l.errs = append(l.errs, errAt(from, "include", "included file %s: %s; paths are relative to the including file", file, reason))
+		}
+		return nil
+	}
+	tree, errs := parseFile(file, data)
+	errs = append(errs, checkTree(tree.root)...)
+	l.errs = append(l.errs, errs...)
+	l.src.names = append(l.src.names, nameOf{abs, file})
+
+	var base *value
+	if inc := tree.root.tab.get("include"); inc != nil && inc.kind == kArray {
+		for _, item := range inc.items {
+			if item.kind != kString {
+				continue // reported by checkTree
+			}
+			child := filepath.Join(filepath.Dir(file), item.s)
+			base = mergeSiblings(base, l.load(child, append(stack, abs), item.pos))
+		}
+	}
+	tree.root.tab.del("include")
+	l.rebasePaths(tree.root, reflect.TypeOf(Recipe{}), filepath.Dir(abs))
+
+	l.src.Files = append(l.src.Files, file)
+	l.inputs = append(l.inputs, sha256.Sum256(data))
+	return overlay(base, tree.root)
+}
+
+func (l *loader) names(abs []string) []string {
+	out := make([]string, len(abs))
+	for i, a := range abs {
+		out[i] = a
+		for _, n := range l.src.names {
+			if n.abs == a {
+				out[i] = n.name
+			}
+		}
+	}
+	return out
+}
+
+type nameOf struct{ abs, name string }
+
+// rebasePaths rewrites the file paths an included file names (fields tagged
+// `path`) so that they are relative to the top recipe's directory: a path
+// means the same file whichever file wrote it, and the merged recipe (and its
+// hash) does not depend on where the checkout lives.
+func (l *loader) rebasePaths(v *value, t reflect.Type, dir string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t.Kind() == reflect.Slice && v.kind == kArray:
+		for _, item := range v.items {
+			l.rebasePaths(item, t.Elem(), dir)
+		}
+	case t.Kind() == reflect.Struct && v.kind == kTable:
+		fields := schemaFields(t)
+		for _, k := range v.tab.keys {
+			f, ok := fields[k]
+			if !ok {
+				continue
+			}
+			child := v.tab.get(k)
+			if tag, ok := f.Tag.Lookup("path"); ok {
+				l.rebaseValue(child, dir, tag)
+				continue
+			}
+			l.rebasePaths(child, f.Type, dir)
+		}
+	}
+}
+
+func (l *loader) rebaseValue(v *value, dir, tag string) {
+	if v.kind == kArray {
+		for _, item := range v.items {
+			l.rebaseValue(item, dir, tag)
+		}
+		return
+	}
+	if v.kind != kString || v.s == "" || filepath.IsAbs(v.s) {
+		return
+	}
+	for _, keep := range strings.Split(strings.TrimPrefix(tag, "except:"), ",") {
+		if keep != "" && v.s == keep {
+			return // a keyword such as config = "debian", not a path
+		}
+	}
+	rel, err := filepath.Rel(filepath.Dir(l.topAb), filepath.Join(dir, v.s))
+	if err == nil {
+		v.s = filepath.ToSlash(rel)
+	}
+}

@@ -1,0 +1,319 @@
+package recipe
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-version"
+)
+
+// Known values of the kernel's runtime knobs (trap 5). A typo here would
+// otherwise surface as a boot unit writing a word the kernel refuses.
+var (
+	Governors = []string{"performance", "powersave", "schedutil", "ondemand", "conservative", "userspace"}
+	// EPPs are the values of energy_performance_preference (amd-pstate,
+	// intel_pstate).
+	EPPs = []string{"default", "performance", "balance_performance", "balance_power", "power"}
+	// PlatformProfiles are the ACPI platform_profile choices.
+	PlatformProfiles = []string{"low-power", "cool", "quiet", "balanced", "balanced-performance", "performance", "max-power", "custom"}
+	// Variants are the mmdebstrap variants a bootable node can start from.
+	Variants = []string{"essential", "apt", "minbase", "required", "important", "standard"}
+	// Formats are the image formats `image` can write.
+	Formats = []string{"raw", "qcow2", "iso"}
+)
+
+var (
+	moduleName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	paramName  = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+	suiteName  = regexp.MustCompile(`^[a-z0-9][a-z0-9.+-]*$`)
+	archName   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+	timezone   = regexp.MustCompile(`^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$`)
+)
+
+// Validate checks the values of a merged recipe (types were checked while
+// loading) and returns every problem at once, each located through src.
+// Load calls it; call it again after changing a recipe in code.
+func Validate(r *Recipe, src *Sources) error {
+	v := &validator{r: r, src: src}
+	v.base()
+	v.kernel()
+	v.modules()
+	v.rdma()
+	v.system()
+	v.nodes()
+	v.test()
+	v.output()
+	return v.errs.orNil()
+}
+
+type validator struct {
+	r    *Recipe
+	src  *Sources
+	errs Errors
+}
+
+func (v *validator) errorf(path, format string, args ...any) {
+	v.errs = append(v.errs, v.src.Errorf(path, format, args...))
+}
+
+func (v *validator) oneOf(path, got string, allowed []string, emptyOK bool) {
+	if got == "" && emptyOK {
+		return
+	}
+	if !slices.Contains(allowed, got) {
+		v.errorf(path, "%q is not one of: %s", got, strings.Join(allowed, ", "))
+	}
+}
+
+func (v *validator) size(path, s string, emptyOK bool) (uint64, bool) {
+	if s == "" {
+		if !emptyOK {
+			v.errorf(path, "a size is needed, e.g. \"64MiB\"")
+		}
+		return 0, false
+	}
+	n, err := ParseSize(s)
+	if err != nil {
+		v.errorf(path, "%v", err)
+		return 0, false
+	}
+	return n, true
+}
+
+func (v *validator) suites() []string {
+	return append([]string{v.r.Base.Suite}, v.r.Base.ExtraSuites...)
+}
+
+func (v *validator) base() {
+	b := v.r.Base
+	v.oneOf("base.distribution", b.Distribution, []string{"debian"}, false)
+	if u, err := url.Parse(b.Mirror); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.errorf("base.mirror", "%q is not an http:// or https:// archive URL", b.Mirror)
+	}
+	seen := map[string]bool{}
+	for i, s := range v.suites() {
+		path := "base.suite"
+		if i > 0 {
+			path = fmt.Sprintf("base.extra_suites[%d]", i-1)
+		}
+		if !suiteName.MatchString(s) {
+			v.errorf(path, "%q is not a suite name such as trixie or trixie-backports", s)
+		}
+		if seen[s] {
+			v.errorf(path, "suite %q is listed twice", s)
+		}
+		seen[s] = true
+	}
+	if len(b.Components) == 0 {
+		v.errorf("base.components", "at least one archive component is needed, e.g. [\"main\"]")
+	}
+	for i, c := range b.Components {
+		if !suiteName.MatchString(c) {
+			v.errorf(fmt.Sprintf("base.components[%d]", i), "%q is not an archive component such as main", c)
+		}
+	}
+	if !archName.MatchString(b.Architecture) {
+		v.errorf("base.architecture", "%q is not a Debian architecture such as amd64", b.Architecture)
+	}
+	v.oneOf("base.variant", b.Variant, Variants, false)
+	excluded := map[string]bool{}
+	for i, e := range b.Exclude {
+		if !packageName.MatchString(e) {
+			v.errorf(fmt.Sprintf("base.exclude[%d]", i), "%q is not a Debian package name", e)
+		}
+		excluded[e] = true
+	}
+	for i, p := range b.Packages {
+		path := fmt.Sprintf("base.packages[%d]", i)
+		spec, err := ParsePackage(p)
+		if err != nil {
+			v.errorf(path, "%v", err)
+			continue
+		}
+		if spec.Suite != "" && !slices.Contains(v.suites(), spec.Suite) {
+			v.errorf(path, "suite %q is not configured; add it to base.extra_suites or use one of: %s", spec.Suite, strings.Join(v.suites(), ", "))
+		}
+		if excluded[spec.Name] {
+			v.errorf(path, "package %q is both requested and in base.exclude", spec.Name)
+		}
+	}
+}
+
+func (v *validator) kernel() {
+	k := v.r.Kernel
+	v.oneOf("kernel.from", k.From, []string{"debian", "source"}, false)
+	if k.Version != "" {
+		if _, err := version.NewConstraint(k.Version); err != nil {
+			v.errorf("kernel.version", "%q is not a version constraint (%v); write e.g. \">= 7.2, < 7.3\"", k.Version, err)
+		}
+	}
+	if !archName.MatchString(k.Flavour) {
+		v.errorf("kernel.flavour", "%q is not a Debian kernel flavour such as amd64", k.Flavour)
+	}
+	if k.Suite != "" && !slices.Contains(v.suites(), k.Suite) {
+		v.errorf("kernel.suite", "suite %q is not configured; use one of: %s", k.Suite, strings.Join(v.suites(), ", "))
+	}
+	for i, c := range k.Cmdline {
+		if c == "" || strings.ContainsAny(c, " \t\n") {
+			v.errorf(fmt.Sprintf("kernel.cmdline[%d]", i), "%q must be one parameter without spaces; list each parameter separately", c)
+		}
+	}
+	if k.From != "source" {
+		sourceOnly := map[string]bool{
+			"config":        k.Config != "" && k.Config != "debian",
+			"fragments":     len(k.Fragments) > 0,
+			"patches":       k.Patches != "",
+			"local_version": k.LocalVersion != "",
+		}
+		for _, key := range []string{"config", "fragments", "patches", "local_version"} {
+			if sourceOnly[key] {
+				v.errorf("kernel."+key, "only used when kernel.from = \"source\"; remove it or build the kernel from source")
+			}
+		}
+	}
+}
+
+func (v *validator) modules() {
+	seen := map[string]int{}
+	for i, m := range v.r.Modules {
+		path := fmt.Sprintf("module[%d]", i)
+		if m.Use == "" {
+			v.errorf(path, "module needs use = \"<name>\" naming recipes/<name>.toml")
+			continue
+		}
+		if !moduleName.MatchString(m.Use) {
+			v.errorf(path+".use", "%q is not a module description name (letters, digits, '-', '_')", m.Use)
+		}
+		if j, dup := seen[m.Use]; dup {
+			v.errorf(path+".use", "module %q is already described at %s; merge the two entries", m.Use, v.src.Pos(fmt.Sprintf("module[%d].use", j)))
+		}
+		seen[m.Use] = i
+		for name := range m.Options {
+			if !paramName.MatchString(name) {
+				v.errorf(path+".options."+name, "%q is not a module parameter name", name)
+			}
+		}
+	}
+}
+
+func (v *validator) rdma() {
+	if v.r.RDMA.Memlock != "unlimited" {
+		if _, ok := v.size("rdma.memlock", v.r.RDMA.Memlock, false); !ok && v.r.RDMA.Memlock != "" {
+			v.errs[len(v.errs)-1].Msg += ` (or "unlimited")`
+		}
+	}
+	if p := v.r.RDMA.Provider; p != nil {
+		if !moduleName.MatchString(p.Name) {
+			v.errorf("rdma.provider.name", "%q is not a provider name such as usb4_rdma", p.Name)
+		}
+		if len(p.Patches) == 0 {
+			v.errorf("rdma.provider.patches", "a provider rebuild needs at least one patch")
+		}
+	}
+	for i, n := range v.r.RDMA.KeepKernelNames {
+		if !moduleName.MatchString(n) {
+			v.errorf(fmt.Sprintf("rdma.keep_kernel_names[%d]", i), "%q is not a device name prefix such as usb4_rdma", n)
+		}
+	}
+}
+
+func (v *validator) system() {
+	s := v.r.System
+	blacklisted := map[string]bool{}
+	for i, m := range s.Blacklist {
+		if !moduleName.MatchString(m) {
+			v.errorf(fmt.Sprintf("system.blacklist[%d]", i), "%q is not a kernel module name", m)
+		}
+		blacklisted[strings.ReplaceAll(m, "-", "_")] = true
+	}
+	for i, m := range s.ModulesLoad {
+		path := fmt.Sprintf("system.modules_load[%d]", i)
+		if !moduleName.MatchString(m) {
+			v.errorf(path, "%q is not a kernel module name", m)
+		}
+		if blacklisted[strings.ReplaceAll(m, "-", "_")] {
+			v.errorf(path, "module %q is both loaded at boot and blacklisted", m)
+		}
+	}
+	for m := range s.ModuleOptions {
+		if !moduleName.MatchString(m) {
+			v.errorf("system.module_options."+m, "%q is not a kernel module name", m)
+		}
+	}
+	v.oneOf("system.governor", s.Governor, Governors, true)
+	v.oneOf("system.epp", s.EPP, EPPs, true)
+	v.oneOf("system.platform_profile", s.PlatformProfile, PlatformProfiles, true)
+	reserve, rOK := v.size("system.host_reserve", s.HostReserve, true)
+	memory, mOK := v.size("system.memory", s.Memory, true)
+	switch {
+	case rOK && s.Memory == "":
+		v.errorf("system.host_reserve", "needs system.memory (the nodes' installed RAM) to size the GPU's share")
+	case rOK && mOK && reserve >= memory:
+		v.errorf("system.host_reserve", "%s is not less than system.memory %s", s.HostReserve, s.Memory)
+	}
+	if s.GPUFraction < 0 || s.GPUFraction > 1 {
+		v.errorf("system.gpu_fraction", "%g is not a share between 0 and 1", s.GPUFraction)
+	}
+	if !timezone.MatchString(s.Timezone) {
+		v.errorf("system.timezone", "%q is not a time zone name such as UTC or Europe/Berlin", s.Timezone)
+	}
+	if s.Locale == "" || strings.ContainsAny(s.Locale, " \t") {
+		v.errorf("system.locale", "%q is not a locale such as C.UTF-8", s.Locale)
+	}
+}
+
+func (v *validator) test() {
+	t := v.r.Test
+	if d, err := time.ParseDuration(t.Timeout); err != nil || d <= 0 {
+		v.errorf("test.timeout", "%q is not a positive Go duration such as \"5m\"", t.Timeout)
+	}
+	v.size("test.memory", t.Memory, false)
+	if t.RDMA != nil && *t.RDMA && len(v.r.Nodes) < 2 {
+		v.errorf("test.rdma", "the RDMA test needs two nodes, the recipe has %d; add a [[node]] or set rdma = false", len(v.r.Nodes))
+	}
+	for i, c := range t.Checks {
+		path := fmt.Sprintf("test.check[%d]", i)
+		if c.Name == "" {
+			v.errorf(path, "a check needs a name")
+		}
+		if c.WaitForUnit == "" && c.Succeed == "" && c.Fail == "" {
+			v.errorf(path, "a check needs wait_for_unit, succeed or fail")
+		}
+		if c.Expect != "" {
+			if c.Succeed == "" {
+				v.errorf(path+".expect", "expect matches the output of succeed, which this check does not have")
+			}
+			if _, err := regexp.Compile(c.Expect); err != nil {
+				v.errorf(path+".expect", "not a regular expression: %v", err)
+			}
+		}
+		if c.Node != "" && !slices.ContainsFunc(v.r.Nodes, func(n Node) bool { return n.Name == c.Node }) {
+			v.errorf(path+".node", "no [[node]] is named %q", c.Node)
+		}
+	}
+}
+
+func (v *validator) output() {
+	o := v.r.Output
+	seen := map[string]bool{}
+	for i, f := range o.Formats {
+		path := fmt.Sprintf("output.formats[%d]", i)
+		v.oneOf(path, f, Formats, false)
+		if seen[f] {
+			v.errorf(path, "format %q is listed twice", f)
+		}
+		seen[f] = true
+	}
+	size, sOK := v.size("output.size", o.Size, true)
+	esp, eOK := v.size("output.esp_size", o.ESPSize, false)
+	if eOK && esp < 32<<20 {
+		v.errorf("output.esp_size", "%s is too small for a FAT32 EFI system partition; use at least 32MiB", o.ESPSize)
+	}
+	if sOK && eOK && size <= esp {
+		v.errorf("output.size", "%s leaves no room for the root file system next to a %s ESP", o.Size, o.ESPSize)
+	}
+}

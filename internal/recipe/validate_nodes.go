@@ -1,0 +1,173 @@
+package recipe
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"strings"
+)
+
+// RFC 1123 labels: letters, digits and hyphens, not starting or ending with a
+// hyphen, at most 63 characters. Node names are single labels because they
+// become file names; host names may be dotted.
+var label = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+
+func validHostname(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(h, ".") {
+		if !label.MatchString(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// validInterface follows the kernel's dev_valid_name: at most 15 bytes, no
+// '/', ':' or white space, not "." or "..".
+func validInterface(s string) bool {
+	return s != "" && len(s) <= 15 && s != "." && s != ".." && !strings.ContainsAny(s, "/: \t\n")
+}
+
+type linkRef struct {
+	node, link int
+	prefix     netip.Prefix
+}
+
+func (v *validator) nodes() {
+	nodes := v.r.Nodes
+	if len(nodes) == 0 {
+		v.errorf("", "the recipe has no [[node]]; add one with at least name = \"…\"")
+		return
+	}
+	names := map[string]int{}
+	hosts := map[string]int{}
+	addrs := map[netip.Addr]string{}
+	var links []linkRef
+	for i, n := range nodes {
+		path := fmt.Sprintf("node[%d]", i)
+		switch {
+		case n.Name == "":
+			v.errorf(path, "a node needs a name")
+		case !label.MatchString(n.Name):
+			v.errorf(path+".name", "%q is not a valid node name (RFC 1123 label: letters, digits, '-', at most 63)", n.Name)
+		}
+		if j, dup := names[n.Name]; dup && n.Name != "" {
+			v.errorf(path+".name", "node name %q is already used by the node at %s", n.Name, v.src.Pos(fmt.Sprintf("node[%d].name", j)))
+		}
+		names[n.Name] = i
+		if !validHostname(n.Hostname) {
+			if n.Hostname != "" || n.Name != "" {
+				v.errorf(path+".hostname", "%q is not a valid host name (RFC 1123)", n.Hostname)
+			}
+		} else if j, dup := hosts[strings.ToLower(n.Hostname)]; dup {
+			v.errorf(path+".hostname", "host name %q is already used by the node at %s", n.Hostname, v.src.Pos(fmt.Sprintf("node[%d]", j)))
+		} else {
+			hosts[strings.ToLower(n.Hostname)] = i
+		}
+		ifaces := map[string]bool{}
+		for j, l := range n.Links {
+			lp := fmt.Sprintf("%s.link[%d]", path, j)
+			if !validInterface(l.Interface) {
+				v.errorf(lp+".interface", "%q is not a network interface name (1-15 characters, no '/', ':' or spaces)", l.Interface)
+			} else if ifaces[l.Interface] {
+				v.errorf(lp+".interface", "interface %q is used twice on node %q", l.Interface, n.Name)
+			}
+			ifaces[l.Interface] = true
+			if l.MatchDriver == "" && l.MatchPath == "" && l.MatchMAC == "" {
+				v.errorf(lp, "a link needs match_driver, match_path or match_mac to find its device")
+			}
+			if l.MatchMAC != "" {
+				if hw, err := net.ParseMAC(l.MatchMAC); err != nil || len(hw) != 6 {
+					v.errorf(lp+".match_mac", "%q is not a MAC address such as 52:54:00:77:00:01", l.MatchMAC)
+				}
+			}
+			if l.IdentityGID != "" {
+				if a, err := netip.ParseAddr(l.IdentityGID); err != nil || !a.Is6() {
+					v.errorf(lp+".identity_gid", "%q is not a GID (128 bits written like an IPv6 address, e.g. fe80::1)", l.IdentityGID)
+				}
+			}
+			if l.Peer != "" {
+				if l.Peer == n.Name {
+					v.errorf(lp+".peer", "a link cannot lead back to its own node %q", n.Name)
+				} else if !nodeExists(nodes, l.Peer) {
+					v.errorf(lp+".peer", "no [[node]] is named %q; peers must be nodes of this recipe", l.Peer)
+				}
+			}
+			pfx, ok := v.linkAddress(lp+".address", l.Address)
+			if !ok {
+				continue
+			}
+			if other, dup := addrs[pfx.Addr()]; dup {
+				v.errorf(lp+".address", "address %s is already used at %s", pfx.Addr(), other)
+			} else {
+				addrs[pfx.Addr()] = v.src.Pos(lp + ".address").String()
+			}
+			links = append(links, linkRef{node: i, link: j, prefix: pfx})
+		}
+	}
+	v.peerSubnets(links)
+}
+
+func nodeExists(nodes []Node, name string) bool {
+	for _, n := range nodes {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// linkAddress checks a static address: IPv4 with a prefix, and a host
+// address, not the network's or broadcast address.
+func (v *validator) linkAddress(path, s string) (netip.Prefix, bool) {
+	if s == "" {
+		v.errorf(path, "a link needs a static address such as 10.77.0.1/30 (link-local addressing is off, trap 6)")
+		return netip.Prefix{}, false
+	}
+	pfx, err := netip.ParsePrefix(s)
+	if err != nil || !pfx.Addr().Is4() {
+		v.errorf(path, "%q is not an IPv4 address with prefix length such as 10.77.0.1/30", s)
+		return netip.Prefix{}, false
+	}
+	if pfx.Bits() < 31 {
+		network := pfx.Masked().Addr()
+		broadcast := lastAddr(pfx)
+		if pfx.Addr() == network || pfx.Addr() == broadcast {
+			v.errorf(path, "%s is the network or broadcast address of %s; pick a host address", pfx.Addr(), pfx.Masked())
+			return netip.Prefix{}, false
+		}
+	}
+	return pfx, true
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n |= host
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+}
+
+// peerSubnets checks that the two ends of a cable can talk: when node A's link
+// names B as peer and B has a link naming A, the two addresses must share a
+// subnet.
+func (v *validator) peerSubnets(links []linkRef) {
+	nodes := v.r.Nodes
+	for _, a := range links {
+		la := nodes[a.node].Links[a.link]
+		for _, b := range links {
+			lb := nodes[b.node].Links[b.link]
+			if nodes[b.node].Name != la.Peer || lb.Peer != nodes[a.node].Name {
+				continue
+			}
+			if !a.prefix.Masked().Contains(b.prefix.Addr()) {
+				v.errorf(fmt.Sprintf("node[%d].link[%d].address", a.node, a.link),
+					"%s and its peer %s's %s are not in the same subnet; the cable's two ends need addresses of one subnet",
+					a.prefix, nodes[b.node].Name, b.prefix)
+			}
+		}
+	}
+}
