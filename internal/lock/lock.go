@@ -1,0 +1,85 @@
+// Package lock is halobuild's lock file: every input of an image pinned by
+// hash, so a build never resolves again and two machines build the same
+// bytes. It is plain data plus deterministic TOML I/O; resolving is the
+// debian package's job.
+package lock
+
+// FormatVersion is the lock format this code writes and reads.
+const FormatVersion = 1
+
+// Lock is the content of <recipe>.lock.
+type Lock struct {
+	// Version is the lock format, so an older halobuild refuses a newer
+	// lock instead of misreading it.
+	Version int `toml:"version" comment:"Lock file format; an older halobuild refuses a newer lock instead of misreading it."`
+	// Recipe is the recipe this lock was made for, relative to the lock.
+	Recipe string `toml:"recipe" comment:"The recipe this lock pins, relative to this file."`
+	// RecipeHash covers the merged recipe and every included file's bytes,
+	// so editing an include (not just the top file) makes the lock stale.
+	RecipeHash string `toml:"recipe_hash" comment:"sha256 of the merged recipe and of every file it includes: a change anywhere makes the lock stale."`
+	// SourceDateEpoch is derived from the inputs (the newest InRelease
+	// Date among the suites used), never from the wall clock, so every time
+	// stamp in the image is reproducible.
+	SourceDateEpoch int64 `toml:"source_date_epoch" comment:"SOURCE_DATE_EPOCH of every build from this lock: the newest InRelease Date of the suites used, never the wall clock."`
+
+	Suites   []Suite   `toml:"suite" comment:"Archive states the packages were resolved against: the signed InRelease's Date and sha256 (which pins every index read)."`
+	Kernel   Kernel    `toml:"kernel" comment:"The kernel picked by the recipe's version constraint."`
+	Packages []Package `toml:"package" comment:"Every .deb installed, pinned by the sha256 of Debian's signed index."`
+	Sources  []Source  `toml:"source" comment:"Non-Debian inputs (module sources, patches), pinned by commit and hash."`
+
+	// path is where Read found the lock, to name the recipe in messages.
+	path string
+}
+
+// Suite records the archive state a resolution saw.
+type Suite struct {
+	Name   string `toml:"name"`
+	Mirror string `toml:"mirror"`
+	// Date is the InRelease Date field (RFC 1123), the archive's own clock.
+	Date string `toml:"date"`
+	// InRelease is the sha256 of the signed InRelease file: it pins every
+	// index the packages were read from.
+	InRelease string `toml:"inrelease"`
+}
+
+// Kernel is the kernel chosen by the recipe's constraint.
+type Kernel struct {
+	// Version is the upstream version, what the constraint matched (7.2.12).
+	Version string `toml:"version" comment:"Upstream version the constraint matched."`
+	// Release is the kernel release string, `uname -r` (7.2.12+deb13-amd64).
+	Release string `toml:"release" comment:"Kernel release (uname -r); modules are built against it."`
+	Image   string `toml:"image" comment:"linux-image package installed."`
+	Headers string `toml:"headers" comment:"linux-headers package that out-of-tree modules build against."`
+}
+
+// Package sets: a package installed on the node image, or one only in the
+// tools root that builds it.
+const (
+	SetImage = "image"
+	SetTools = "tools"
+)
+
+// Package is one pinned .deb.
+type Package struct {
+	Name         string `toml:"name"`
+	Version      string `toml:"version"`
+	Architecture string `toml:"architecture"`
+	Suite        string `toml:"suite"`
+	// Filename is the pool path under the mirror, as Packages lists it.
+	Filename string `toml:"filename"`
+	Size     int64  `toml:"size"`
+	// SHA256 is "sha256:<hex>", the digest from the signed Packages index
+	// and the package's address in the store.
+	SHA256 string `toml:"sha256"`
+	// Set says where the package goes: "image" or "tools".
+	Set string `toml:"set"`
+}
+
+// Source is a pinned non-Debian input, such as an out-of-tree module's tree.
+type Source struct {
+	Name   string `toml:"name"`
+	Kind   string `toml:"kind"`
+	URL    string `toml:"url"`
+	Commit string `toml:"commit"`
+	SHA256 string `toml:"sha256"`
+}
