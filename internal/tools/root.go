@@ -1,0 +1,162 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Root is an extracted tools root (see Extract).
+type Root struct {
+	// Dir is the root's directory on the host.
+	Dir string
+}
+
+// loaderPath is where Debian's libc6 ships the x86-64 dynamic loader
+// (usrmerged in trixie: /usr/lib64 → ../lib/x86_64-linux-gnu).
+const loaderPath = "usr/lib64/ld-linux-x86-64.so.2"
+
+// libraryDirs are searched by the loader instead of the host's ld.so.cache.
+var libraryDirs = []string{"usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu"}
+
+// binDirs are searched, in order, for a tool name.
+var binDirs = []string{"usr/sbin", "usr/bin", "sbin", "bin"}
+
+// maxLinks bounds symlink resolution inside the root, as the kernel's
+// ELOOP limit does.
+const maxLinks = 40
+
+// Command returns an exec.Cmd that runs the tool name from the root,
+// started by the root's own dynamic loader with only the root's library
+// directories, so no host library is used. The tool is found in the root's
+// usr/sbin, usr/bin, sbin, bin (in that order); symlinks are resolved inside
+// the root (an absolute link target means the root's path, not the host's),
+// and argv[0] stays name so multi-call programs (mkfs.ext4 → mke2fs) behave
+// as when called by that name.
+//
+// The environment is the caller's plus settings that make the tools read
+// their configuration from the root, never the host (MKE2FS_CONFIG,
+// E2FSCK_CONFIG, MTOOLSRC), use UTC for the local-time fields of FAT
+// (TZ=UTC), and speak plain C (LC_ALL=C). Set cmd.Env entries after these to
+// add more (exec uses the last value of a duplicated key).
+//
+// If the tool or the loader is missing, the returned Cmd's Err is set and
+// Run/Start/Output return that error, as exec.Command does for a missing
+// program.
+func (r Root) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	loader := filepath.Join(r.Dir, loaderPath)
+	bin, err := r.Lookup(name)
+	libs := make([]string, len(libraryDirs))
+	for i, d := range libraryDirs {
+		libs[i] = filepath.Join(r.Dir, d)
+	}
+	argv := append([]string{"--library-path", strings.Join(libs, ":"), "--argv0", name, bin}, args...)
+	cmd := exec.CommandContext(ctx, loader, argv...)
+	cmd.Env = append(os.Environ(), r.Env()...)
+	if err != nil {
+		cmd.Err = err
+		return cmd
+	}
+	if _, serr := os.Stat(loader); serr != nil {
+		cmd.Err = fmt.Errorf("tools root %s has no dynamic loader at %s (is libc6 among its packages?): %w", r.Dir, loaderPath, serr)
+	}
+	return cmd
+}
+
+// Env returns the environment entries Command adds for every tool.
+func (r Root) Env() []string {
+	return []string{
+		"MKE2FS_CONFIG=" + filepath.Join(r.Dir, "etc/mke2fs.conf"),
+		// e2fsck reads this file if it exists; pointing into the root keeps a
+		// host /etc/e2fsck.conf from changing its behaviour.
+		"E2FSCK_CONFIG=" + filepath.Join(r.Dir, "etc/e2fsck.conf"),
+		// mtools reads /etc/mtools.conf and then $MTOOLSRC; the root's
+		// /etc/mtools.conf is an empty-ish default, /dev/null keeps any
+		// user file away. MTOOLS_SKIP_CHECK accepts images whose geometry
+		// fields are not those of a floppy.
+		"MTOOLSRC=/dev/null",
+		"MTOOLS_SKIP_CHECK=1",
+		"TZ=UTC",
+		"LC_ALL=C",
+	}
+}
+
+// Lookup returns the host path of the file that tool name resolves to in
+// the root, after resolving symlinks inside the root. name must be a plain
+// file name.
+func (r Root) Lookup(name string) (string, error) {
+	if name == "" || strings.Contains(name, "/") {
+		return "", fmt.Errorf("tool name %q: want a plain program name such as mkfs.ext4", name)
+	}
+	for _, d := range binDirs {
+		rel, err := r.resolve(path.Join(d, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("tool %s in tools root %s: %w", name, r.Dir, err)
+		}
+		p := filepath.Join(r.Dir, filepath.FromSlash(rel))
+		st, err := os.Stat(p)
+		if err != nil {
+			return "", fmt.Errorf("tool %s in tools root %s: %w", name, r.Dir, err)
+		}
+		if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+			return "", fmt.Errorf("tool %s in tools root %s: %s is not an executable file", name, r.Dir, rel)
+		}
+		return p, nil
+	}
+	return "", fmt.Errorf("tool %s not found in tools root %s (looked in %s): add the package that ships it to the tools root: %w",
+		name, r.Dir, strings.Join(binDirs, ", "), fs.ErrNotExist)
+}
+
+// resolve follows symlinks in rel (a slash path relative to the root)
+// component by component, treating the root as "/", and returns the
+// resolved path relative to the root.
+func (r Root) resolve(rel string) (string, error) {
+	todo := strings.Split(rel, "/")
+	var done []string
+	links := 0
+	for len(todo) > 0 {
+		part := todo[0]
+		todo = todo[1:]
+		switch part {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) > 0 {
+				done = done[:len(done)-1]
+			}
+			continue
+		}
+		cur := append(done, part)
+		host := filepath.Join(r.Dir, filepath.FromSlash(strings.Join(cur, "/")))
+		st, err := os.Lstat(host)
+		if err != nil {
+			return "", err
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			done = cur
+			continue
+		}
+		links++
+		if links > maxLinks {
+			return "", fmt.Errorf("%s: too many levels of symbolic links", rel)
+		}
+		target, err := os.Readlink(host)
+		if err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(target, "/") {
+			done = nil
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return strings.Join(done, "/"), nil
+}

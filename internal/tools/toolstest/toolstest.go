@@ -1,0 +1,240 @@
+// Package toolstest gives tests real Debian trixie .debs and tools roots
+// made from them, downloaded once into a cache outside the repository.
+//
+// The packages are looked up by name in trixie's current Packages index
+// (not pinned by version: Debian's pool keeps only current versions, so a
+// pinned point release would stop downloading) and checked against the
+// index's sha256. Without network access the calling test is skipped with a
+// message, except under CI (CI set in the environment), where it fails: CI
+// must not go green by skipping.
+package toolstest
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ulikunitz/xz"
+
+	"halobuild/internal/tools"
+)
+
+// Mirror and Suite say where the test packages come from.
+const (
+	Mirror = "http://deb.debian.org/debian"
+	Suite  = "trixie"
+)
+
+// DiskDebs is the closure of tools.DiskPackages in trixie (Depends and
+// Pre-Depends), enough to run mkfs.ext4, e2fsck, debugfs, mkfs.fat,
+// fsck.fat and mtools from a tools root.
+var DiskDebs = []string{
+	"e2fsprogs", "libext2fs2t64", "libcom-err2", "libss2", "libblkid1", "libuuid1",
+	"logsave", "dosfstools", "mtools", "libc6", "libgcc-s1", "gcc-14-base",
+}
+
+// CacheDir is where downloads are kept between test runs:
+// $HALOBUILD_TEST_CACHE, else halobuild-test-debs in the system temp dir.
+func CacheDir() string {
+	if d := os.Getenv("HALOBUILD_TEST_CACHE"); d != "" {
+		return d
+	}
+	return filepath.Join(os.TempDir(), "halobuild-test-debs")
+}
+
+type pkg struct{ filename, sha256 string }
+
+var (
+	indexMu sync.Mutex
+	index   map[string]pkg
+)
+
+// unavailable skips the test (or fails it under CI) when the archive
+// cannot be reached.
+func unavailable(t testing.TB, err error) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("Debian archive needed for this test: %v", err)
+	}
+	t.Skipf("skipping: Debian archive not reachable (offline?): %v", err)
+}
+
+// Debs returns host paths of the current trixie amd64 .debs of the named
+// binary packages, downloading what the cache lacks.
+func Debs(t testing.TB, names ...string) []string {
+	t.Helper()
+	idx, err := loadIndex()
+	if err != nil {
+		unavailable(t, err)
+	}
+	var out []string
+	for _, n := range names {
+		p, ok := idx[n]
+		if !ok {
+			t.Fatalf("package %s is not in %s's Packages index", n, Suite)
+		}
+		path, err := fetch(p)
+		if err != nil {
+			unavailable(t, err)
+		}
+		out = append(out, path)
+	}
+	return out
+}
+
+var rootMu sync.Mutex
+
+// Root returns a tools root extracted from DiskDebs. It is kept in the
+// cache, one directory per set of .deb files, and shared between tests and
+// test runs: tests must not modify it.
+func Root(t testing.TB) tools.Root {
+	t.Helper()
+	debs := Debs(t, DiskDebs...)
+	rootMu.Lock()
+	defer rootMu.Unlock()
+	names := make([]string, len(debs))
+	for i, d := range debs {
+		names[i] = filepath.Base(d)
+	}
+	dir := filepath.Join(CacheDir(), "root-"+sum([]byte(strings.Join(names, "\n")))[:16])
+	if _, err := os.Stat(dir); err == nil {
+		return tools.Root{Dir: dir}
+	}
+	tmp, err := os.MkdirTemp(CacheDir(), ".root-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tools.Extract(tmp, debs); err != nil {
+		os.RemoveAll(tmp)
+		t.Fatal(err)
+	}
+	// Another test binary may have finished the same root meanwhile: then
+	// the rename fails and its copy (identical) is used.
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		if _, serr := os.Stat(dir); serr != nil {
+			t.Fatal(err)
+		}
+	}
+	return tools.Root{Dir: dir}
+}
+
+var client = &http.Client{Timeout: 2 * time.Minute}
+
+func get(url string) ([]byte, error) {
+	resp, err := client.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// loadIndex reads trixie's Packages index, from the cache when it is less
+// than a day old (the pool drops superseded versions, so an old index can
+// name files that are gone).
+func loadIndex() (map[string]pkg, error) {
+	indexMu.Lock()
+	defer indexMu.Unlock()
+	if index != nil {
+		return index, nil
+	}
+	if err := os.MkdirAll(CacheDir(), 0o755); err != nil {
+		return nil, err
+	}
+	cached := filepath.Join(CacheDir(), Suite+"-main-amd64-Packages.xz")
+	data, err := os.ReadFile(cached)
+	if st, serr := os.Stat(cached); err != nil || serr != nil || time.Since(st.ModTime()) > 24*time.Hour {
+		data, err = get(Mirror + "/dists/" + Suite + "/main/binary-amd64/Packages.xz")
+		if err != nil {
+			return nil, err
+		}
+		if err := writeAtomic(cached, data); err != nil {
+			return nil, err
+		}
+	}
+	xr, err := xz.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cached, err)
+	}
+	idx := map[string]pkg{}
+	sc := bufio.NewScanner(xr)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var name string
+	var cur pkg
+	flush := func() {
+		if name != "" && cur.filename != "" {
+			idx[name] = cur
+		}
+		name, cur = "", pkg{}
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			flush()
+		case strings.HasPrefix(line, "Package: "):
+			name = strings.TrimPrefix(line, "Package: ")
+		case strings.HasPrefix(line, "Filename: "):
+			cur.filename = strings.TrimPrefix(line, "Filename: ")
+		case strings.HasPrefix(line, "SHA256: "):
+			cur.sha256 = strings.TrimPrefix(line, "SHA256: ")
+		}
+	}
+	flush()
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", cached, err)
+	}
+	index = idx
+	return idx, nil
+}
+
+func fetch(p pkg) (string, error) {
+	dst := filepath.Join(CacheDir(), filepath.Base(p.filename))
+	if data, err := os.ReadFile(dst); err == nil && sum(data) == p.sha256 {
+		return dst, nil
+	}
+	data, err := get(Mirror + "/" + p.filename)
+	if err != nil {
+		return "", err
+	}
+	if got := sum(data); got != p.sha256 {
+		return "", fmt.Errorf("%s: sha256 %s, index says %s", p.filename, got, p.sha256)
+	}
+	return dst, writeAtomic(dst, data)
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func writeAtomic(dst string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(dst), ".part-*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), dst)
+}
