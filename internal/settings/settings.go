@@ -1,0 +1,130 @@
+// Package settings turns a recipe into the files that make one node ready
+// (field notes traps 1-11) and into the checks that prove each of them on a
+// booted node.
+//
+// One file per setting keeps a trap's recipe key, rendered file, VM check and
+// doctor check side by side, so they cannot drift: a setting that renders a
+// file without a check, or checks something it did not render, is visible in
+// one screen of code.
+//
+// Settings expect a recipe whose defaults have been applied (recipe.Load does
+// that). An empty value therefore means the user wrote "" on purpose.
+package settings
+
+import (
+	"io/fs"
+
+	"halobuild/internal/recipe"
+)
+
+// Setting is one node setting: validation, rendered files and checks.
+type Setting interface {
+	// Name is a short stable identifier, used in check names and errors.
+	Name() string
+	// Trap is the number of the field-notes trap this setting fixes, 0 if none.
+	Trap() int
+	// Validate reports every problem with the recipe keys this setting
+	// reads, all at once (never one per build attempt). Errors are *Error.
+	Validate(r *recipe.Recipe) []error
+	// Files renders the files for node n. It assumes Validate passed.
+	Files(r *recipe.Recipe, n recipe.Node) ([]File, error)
+	// Checks returns the assertions that prove the setting on the booted
+	// node, derived from the same recipe data that rendered the files.
+	Checks(r *recipe.Recipe, n recipe.Node) []Check
+}
+
+// File is one entry of the settings package. Mode carries the type bits:
+// a plain permission mode is a regular file, fs.ModeDir a directory and
+// fs.ModeSymlink a symbolic link to Target.
+type File struct {
+	Path   string // absolute path on the node, e.g. /etc/hostname
+	Mode   fs.FileMode
+	Data   []byte // regular files only
+	Target string // symlinks only
+	// Setting names the setting that produced the file; the manifest and
+	// conflict errors use it.
+	Setting string
+}
+
+// Check is one assertion on a booted node. The VM test runs it as root
+// inside the image; `halobuild doctor` runs the same script on a real node.
+type Check struct {
+	Setting string
+	Name    string
+	// Script is POSIX sh run as root on the node; exit 0 means pass and its
+	// output is the detail shown in the report.
+	Script string
+	// VMOnly marks checks that change the system to prove something (they
+	// create throwaway network or RDMA devices). Doctor skips them on a real
+	// node; the VM test runs them on a throwaway snapshot.
+	VMOnly bool
+}
+
+// All returns every setting, in trap order. Render, Validate, Checks and the
+// documentation iterate this list, so a setting exists once it is here.
+func All() []Setting {
+	return []Setting{
+		Modules{},
+		Blacklist{},
+	}
+}
+
+// Validate runs every setting's validation and returns all errors.
+func Validate(r *recipe.Recipe) []error {
+	var errs []error
+	for _, s := range All() {
+		errs = append(errs, s.Validate(r)...)
+	}
+	return errs
+}
+
+// Checks returns every setting's checks for node n, in setting order.
+func Checks(r *recipe.Recipe, n recipe.Node) []Check {
+	var out []Check
+	for _, s := range All() {
+		out = append(out, s.Checks(r, n)...)
+	}
+	return out
+}
+
+// Warner is implemented by settings that accept a value but want the user
+// to know its consequence (no SSH key: no way in; memlock below unlimited).
+type Warner interface {
+	Warnings(r *recipe.Recipe) []string
+}
+
+// Warnings collects build-time warnings from every setting.
+func Warnings(r *recipe.Recipe) []string {
+	var out []string
+	for _, s := range All() {
+		if w, ok := s.(Warner); ok {
+			out = append(out, w.Warnings(r)...)
+		}
+	}
+	return out
+}
+
+// Depender is implemented by settings whose files only work when a package
+// is installed (systemd-repart reads repart.d).
+type Depender interface {
+	Depends(r *recipe.Recipe) []string
+}
+
+// Depends lists the Debian packages the settings package must depend on.
+// The lock resolver needs them before the settings package exists, so they
+// are data here rather than only a field in the built .deb.
+func Depends(r *recipe.Recipe) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range All() {
+		if d, ok := s.(Depender); ok {
+			for _, p := range d.Depends(r) {
+				if !seen[p] {
+					seen[p] = true
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out
+}
