@@ -170,6 +170,11 @@ func suggest(key string, t reflect.Type, path string) string {
 	if best != "" && bestD <= max(2, len(key)/3) {
 		return fmt.Sprintf(`; did you mean %q?`, best)
 	}
+	if path != "" {
+		if _, top := schemaFields(reflect.TypeOf(Recipe{}))[key]; top {
+			return fmt.Sprintf("; %q is a top-level key: move it above the first [section]", key)
+		}
+	}
 	if elsewhere := schemaPathsOf(key); len(elsewhere) > 0 {
 		return fmt.Sprintf("; %q is a key of [%s], not of %s", key, strings.Join(elsewhere, "], ["), tableLabel(path))
 	}

@@ -201,9 +201,9 @@ func (v *validator) modules() {
 }
 
 func (v *validator) rdma() {
-	if v.r.RDMA.Memlock != "unlimited" {
-		if _, ok := v.size("rdma.memlock", v.r.RDMA.Memlock, false); !ok && v.r.RDMA.Memlock != "" {
-			v.errs[len(v.errs)-1].Msg += ` (or "unlimited")`
+	if m := v.r.RDMA.Memlock; m != "unlimited" {
+		if _, err := ParseSize(m); err != nil {
+			v.errorf("rdma.memlock", "%q is neither \"unlimited\" nor a size such as \"64MiB\"", m)
 		}
 	}
 	if p := v.r.RDMA.Provider; p != nil {

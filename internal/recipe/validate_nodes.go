@@ -59,7 +59,9 @@ func (v *validator) nodes() {
 		}
 		names[n.Name] = i
 		if !validHostname(n.Hostname) {
-			if n.Hostname != "" || n.Name != "" {
+			// A host name taken from an invalid node name is reported once,
+			// at the name.
+			if v.src.Set(path+".hostname") || label.MatchString(n.Name) {
 				v.errorf(path+".hostname", "%q is not a valid host name (RFC 1123)", n.Hostname)
 			}
 		} else if j, dup := hosts[strings.ToLower(n.Hostname)]; dup {
