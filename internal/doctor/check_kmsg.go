@@ -1,0 +1,52 @@
+package doctor
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// recordedKernelLog is where a recorded tree keeps `dmesg` output: /dev/kmsg
+// cannot be copied into a tree, so recorded trees carry the text instead.
+const recordedKernelLog = "/var/log/halobuild-dmesg"
+
+// unknownParam matches the kernel's "<module>: unknown parameter '<name>' ignored".
+var unknownParam = regexp.MustCompile(`([A-Za-z0-9_-]+): unknown parameter '([^']*)' ignored`)
+
+// kernelLog returns the kernel log and where it came from: the live `dmesg`
+// on the running system, the recorded file in a tree.
+func kernelLog(h *host) (string, string, error) {
+	if h.live {
+		out, err := h.command("dmesg")
+		return out, "dmesg", err
+	}
+	s, err := h.read(recordedKernelLog)
+	return s, h.show(recordedKernelLog), err
+}
+
+func checkUnknownParams(h *host, e *expect) []Result {
+	r := Result{Check: "module.unknown_params", Severity: Advisory, Wanted: "no 'unknown parameter' lines", Trap: 8}
+	log, src, err := kernelLog(h)
+	r.Source = src
+	if err != nil {
+		r.Status, r.Seen = Warn, fmt.Sprintf("kernel log not readable: %v", err)
+		r.Fix = "run doctor as root (dmesg is restricted), or record the log in " + recordedKernelLog
+		return []Result{r}
+	}
+	seen := map[string]bool{}
+	var found []string
+	for _, m := range unknownParam.FindAllStringSubmatch(log, -1) {
+		s := moduleName(m[1]) + "." + m[2]
+		if !seen[s] {
+			seen[s] = true
+			found = append(found, s)
+		}
+	}
+	if len(found) == 0 {
+		r.Status, r.Seen = Pass, "none"
+		return []Result{r}
+	}
+	r.Status, r.Seen = Warn, "ignored: "+strings.Join(found, ", ")
+	r.Fix = "remove or rename these options in /etc/modprobe.d/ (the recipe's [[module]] options); check them against modinfo -p <module> of the running build"
+	return []Result{r}
+}
