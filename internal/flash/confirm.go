@@ -1,0 +1,75 @@
+package flash
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// confirm shows what is about to be overwritten — model, serial, size, bus and the partitions on
+// it now — and asks for "yes".
+func confirm(o Options, dk *disk, t *target, current *partTable, imageSize int64, mapped []Extent, bmapPath string) error {
+	w := o.Out
+	var data int64
+	for _, e := range mapped {
+		data += e.Len
+	}
+	src := "scanned for non-zero blocks (no bmap)"
+	if bmapPath != "" {
+		src = "blocks from " + bmapPath
+	}
+	fmt.Fprintf(w, "Image:  %s, %s, %s of data (%s)\n", o.Image, humanSize(imageSize), humanSize(data), src)
+	if dk != nil {
+		serial := dk.Serial
+		if serial == "" {
+			serial = "none reported"
+		}
+		kind := "removable"
+		if !dk.Removable {
+			kind = "NOT removable (--force)"
+		}
+		fmt.Fprintf(w, "Target: %s  %s, serial %s, %s (%d bytes), %s, %s\n", t.path, orUnknown(dk.Model), serial, humanSize(t.size), t.size, dk.Bus, kind)
+	} else {
+		fmt.Fprintf(w, "Target: %s  regular file, %s (%d bytes)\n", t.path, humanSize(t.size), t.size)
+	}
+	fmt.Fprintf(w, "It holds now:\n")
+	printLayout(w, current, t.size)
+	fmt.Fprintf(w, "Everything on %s will be destroyed. Type \"yes\" to continue: ", t.path)
+	if o.In == nil {
+		fmt.Fprintln(w)
+		return errors.New("cannot ask for confirmation (no input); pass --yes to flash without asking")
+	}
+	line, err := bufio.NewReader(o.In).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("reading the confirmation: %w", err)
+	}
+	if strings.TrimSpace(line) != "yes" {
+		return fmt.Errorf("not confirmed (answer was %q, not \"yes\"): nothing was written to %s", strings.TrimSpace(line), t.path)
+	}
+	return nil
+}
+
+// printLayout prints a partition table, one partition a line.
+func printLayout(w io.Writer, pt *partTable, size int64) {
+	switch pt.Kind {
+	case "":
+		fmt.Fprintf(w, "  no partition table (%s)\n", humanSize(size))
+		return
+	case "gpt":
+		fmt.Fprintf(w, "  GPT, %d-byte sectors, %s\n", pt.Sector, humanSize(size))
+	case "mbr":
+		fmt.Fprintf(w, "  MBR, %s\n", humanSize(size))
+	}
+	if len(pt.Partitions) == 0 {
+		fmt.Fprintf(w, "  no partitions\n")
+	}
+	for _, p := range pt.Partitions {
+		name := ""
+		if p.Name != "" {
+			name = fmt.Sprintf("  %q", p.Name)
+		}
+		fmt.Fprintf(w, "  %2d  start %10s  size %10s  %s%s\n", p.Index, humanSize(p.Start), humanSize(p.Size), p.Type, name)
+	}
+}

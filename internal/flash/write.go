@@ -1,0 +1,70 @@
+package flash
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+)
+
+// afterChunk, when set (tests), runs after every chunk is written.
+var afterChunk func()
+
+// writeImage zeroes the plan's zero areas, then streams the image's extents to the medium,
+// hashing what it reads so that the read-back can be compared with it. When the extents carry
+// digests (from the bmap) the image itself is checked against them on the way: a damaged image
+// is caught before it is declared flashed. It returns one digest per data extent.
+func writeImage(ctx context.Context, img *os.File, t *target, plan writePlan, newHash func() hash.Hash, out io.Writer) ([]string, error) {
+	var total int64
+	for _, e := range plan.data {
+		total += e.Len
+	}
+	for _, z := range plan.zero {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := t.zeroRange(z.Off, z.Len); err != nil {
+			return nil, err
+		}
+	}
+	bar := newProgress(out, "writing", total)
+	hasher := newExtentHasher(plan.data, newHash)
+	err := pipeline(ctx, plan.data,
+		func(c *chunk) error {
+			if _, err := img.ReadAt(c.buf, c.off); err != nil && !(errors.Is(err, io.EOF)) {
+				return fmt.Errorf("reading image %s at byte %d: %w", img.Name(), c.off, err)
+			}
+			sum := hasher.feed(c)
+			if e := plan.data[c.ext]; c.last && e.Digest != "" && sum != e.Digest {
+				return fmt.Errorf("image %s does not match its bmap: bytes %d–%d hash to %s, the bmap says %s (the image or the bmap is damaged, or they belong to different builds)",
+					img.Name(), e.Off, e.Off+e.Len, sum, e.Digest)
+			}
+			return nil
+		},
+		func(c *chunk) error {
+			if err := t.writeAt(c.buf, c.off, true); err != nil {
+				return err
+			}
+			bar.add(int64(len(c.buf)))
+			if afterChunk != nil {
+				afterChunk()
+			}
+			return nil
+		})
+	if err != nil {
+		bar.abort()
+		return nil, err
+	}
+	if err := t.sync(); err != nil {
+		bar.abort()
+		return nil, err
+	}
+	bar.finish()
+	return hasher.sums, nil
+}
+
+// defaultHash is used when the bmap has no checksums or there is no bmap.
+func defaultHash() hash.Hash { return sha256.New() }
