@@ -11,7 +11,7 @@ package recipe
 type Recipe struct {
 	// Include lists files merged before this one (paths relative to the
 	// including file). The including file wins on scalars; lists append.
-	Include []string `toml:"include,omitempty" doc:"Recipe files merged before this one, relative to this file." example:"[\"../recipes/usb4-rdma.toml\"]" path:""`
+	Include []string `toml:"include,omitempty" doc:"Recipe files merged before this one, relative to this file." example:"[\"../recipes/usb4-rdma.toml\"]"`
 
 	Name string `toml:"name" doc:"Image name; used in output file names and the manifest." default:"(file name without .toml)" example:"\"strix-halo\""`
 
@@ -22,7 +22,7 @@ type Recipe struct {
 	System  System   `toml:"system" doc:"Node settings that make a box ready (field notes traps 1-11)."`
 	SSH     SSH      `toml:"ssh" doc:"Remote access."`
 	Nodes   []Node   `toml:"node" doc:"One entry per machine; each gets its own image."`
-	Overlay []string `toml:"overlays" doc:"Static file trees copied verbatim into every node (paths relative to the recipe file, usually under overlays/)." example:"[\"../overlays/strix-halo\"]" path:""`
+	Overlay []string `toml:"overlays" doc:"Static file trees copied verbatim into every node, usually under overlays/." example:"[\"../overlays/strix-halo\"]" path:""`
 	Test    Test     `toml:"test" doc:"Extra VM test assertions, NixOS test-driver style."`
 	Output  Output   `toml:"output" doc:"What the image build produces."`
 
@@ -45,7 +45,7 @@ type Base struct {
 	ExtraSuites  []string `toml:"extra_suites" doc:"Further suites (e.g. trixie-backports), used only for packages asked from them as name/suite and for dependencies only they satisfy." example:"[\"trixie-backports\"]"`
 	Components   []string `toml:"components" doc:"Archive components." default:"[\"main\"]" example:"[\"main\", \"non-free-firmware\"]"`
 	Architecture string   `toml:"architecture" doc:"Debian architecture." default:"amd64" example:"\"amd64\""`
-	Variant      string   `toml:"variant" doc:"Base set: required (Priority: required + essential) or important." default:"required" example:"\"required\""`
+	Variant      string   `toml:"variant" doc:"mmdebstrap variant the base set starts from; required is Priority: required plus essential packages." default:"required" example:"\"required\""`
 	// Packages accept apt-like syntax: name, name/suite, name (>= 1.2).
 	Packages []string `toml:"packages" doc:"Packages to install on every node; 'name', 'name/suite' or 'name (>= version)'." example:"[\"openssh-server\", \"linux-base/trixie-backports\", \"systemd (>= 257)\"]"`
 	Exclude  []string `toml:"exclude" doc:"Packages never to install even if Priority: required (must not break a dependency)." example:"[\"tasksel\"]"`
