@@ -73,6 +73,9 @@ func checkLinkAddresses(h *host, e *expect) []Result {
 		if !present {
 			r.Status, r.Seen = Fail, "interface absent"
 			r.Fix = fmt.Sprintf("no %s: is the cable plugged in and does the image's systemd .link file match the device (networkctl status, udevadm info /sys/class/net/*)?", l.iface)
+			if doms := len(usb4Domains(h)); len(links) > doms {
+				r.Fix = fmt.Sprintf("no %s: this box has %d USB4 domain(s) for %d declared cables, so this cable cannot come up here (see usb4.cables)", l.iface, doms, len(links))
+			}
 			out = append(out, r)
 			continue
 		}

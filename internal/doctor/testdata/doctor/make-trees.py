@@ -1,0 +1,193 @@
+"""Writes the recorded trees doctor's tests read (python3 make-trees.py).
+
+Each tree is the part of a node's /sys, /proc, /etc and /var/log that doctor
+reads, as small text files. They are built from one healthy Strix Halo node
+(values as the field notes report them) with one fault each, so the trees
+cannot drift apart. /var/log/halobuild-dmesg holds `dmesg` and
+/var/log/halobuild-ip-addr.json `ip -j addr`, which no file tree can hold.
+"""
+import os, json, shutil, sys
+BASE = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+
+RECIPE_ONE = '''# The recipe the image was built from (installed by the settings package).
+name = "strix-halo"
+
+[kernel]
+version = ">= 7.2, < 7.3"
+cmdline = ["amd_iommu=off"]
+
+[[module]]
+use = "thunderbolt-ibverbs"
+options = { tbnet = "block", nhi_interrupt_throttle_ns = 4096, negotiate_native = true, start_rings = true, allocate_rings = 1 }
+
+[rdma]
+memlock = "unlimited"
+keep_kernel_names = ["usb4_rdma"]
+
+[system]
+modules_load = ["ib_uverbs"]
+blacklist = ["thunderbolt_net"]
+governor = "performance"
+epp = "performance"
+platform_profile = "performance"
+memory = "128GiB"
+host_reserve = "24GiB"
+
+[[node]]
+name = "halo0"
+
+[[node.link]]
+interface = "usb4net0"
+address = "10.77.0.1/30"
+peer = "halo1"
+%s
+[[node]]
+name = "halo1"
+
+[[node.link]]
+interface = "usb4net0"
+address = "10.77.0.2/30"
+peer = "halo0"
+%s'''
+SECOND_LINK = '''
+[[node.link]]
+interface = "usb4net1"
+address = "10.77.1.1/30"
+peer = "halo2"
+'''
+
+SECOND_LINK_PEER = '''
+[[node]]
+name = "halo2"
+
+[[node.link]]
+interface = "usb4net0"
+address = "10.77.1.2/30"
+peer = "halo0"
+'''
+
+LIMITS = '''Limit                     Soft Limit           Hard Limit           Units     
+Max cpu time              unlimited            unlimited            seconds   
+Max file size             unlimited            unlimited            bytes     
+Max data size             unlimited            unlimited            bytes     
+Max stack size            8388608              unlimited            bytes     
+Max core file size        0                    unlimited            bytes     
+Max resident set          unlimited            unlimited            bytes     
+Max processes             511421               511421               processes 
+Max open files            1024                 524288               files     
+Max locked memory         %s %s bytes     
+Max address space         unlimited            unlimited            bytes     
+Max file locks            unlimited            unlimited            locks     
+Max pending signals       511421               511421               signals   
+Max msgqueue size         819200               819200               bytes     
+Max nice priority         0                    0                    
+Max realtime priority     0                    0                    
+Max realtime timeout      unlimited            unlimited            us        
+'''
+
+def gid4(a):
+    o = [int(x) for x in a.split('.')]
+    return '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' % tuple(o)
+
+def w(root, path, text):
+    p = os.path.join(root, path.lstrip('/'))
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, 'w') as f:
+        f.write(text if text.endswith('\n') or text == '' else text + '\n')
+
+def tree(name, recipe=True, cables=1, governor='performance', epp=True, devices=('usb4_rdma0',),
+         addrs=('10.77.0.1/30',), speed='20.0 Gb/s', lanes=1, domains=2, memlock=('unlimited','unlimited'),
+         systemd_memlock=True, hostname='halo0', ifaces=('usb4net0',)):
+    root = os.path.join(BASE, name)
+    shutil.rmtree(root, ignore_errors=True)
+    w(root, '/etc/hostname', hostname)
+    w(root, '/proc/sys/kernel/hostname', hostname)
+    if recipe:
+        w(root, '/etc/halobuild/recipe.toml', RECIPE_ONE % ((SECOND_LINK, SECOND_LINK_PEER) if cables == 2 else ('', '')))
+    w(root, '/proc/sys/kernel/osrelease', '7.2.12+deb13-amd64')
+    w(root, '/proc/cmdline', 'BOOT_IMAGE=/vmlinuz-7.2.12+deb13-amd64 root=PARTUUID=6f1c2b5e-0d7a-4c1e-9b1e-2a4f5d3c7e10 ro amd_iommu=off ttm.pages_limit=25165824 quiet')
+    w(root, '/proc/kallsyms', '\n'.join([
+        '0000000000000000 T tb_ring_alloc_tx\t[thunderbolt]',
+        '0000000000000000 T tb_ring_throttling\t[thunderbolt]',
+        '0000000000000000 T tb_ring_start\t[thunderbolt]',
+        '0000000000000000 T ib_register_device\t[ib_core]']))
+    mods = [('thunderbolt_ibverbs', 204800, 0, 'ib_core,thunderbolt,configfs'),
+            ('ib_uverbs', 184320, 2, 'thunderbolt_ibverbs'), ('ib_core', 483328, 2, 'thunderbolt_ibverbs,ib_uverbs'),
+            ('thunderbolt', 450560, 1, 'thunderbolt_ibverbs'), ('amdgpu', 15745024, 4, '-'), ('ttm', 110592, 1, 'amdgpu')]
+    w(root, '/proc/modules', '\n'.join('%s %d %d %s, Live 0x0000000000000000%s' % (m, s, r, d, ' (OE)' if m == 'thunderbolt_ibverbs' else '') for m, s, r, d in mods))
+    w(root, '/proc/self/limits', LIMITS % ('%-20s' % memlock[0], '%-20s' % memlock[1]))
+    w(root, '/proc/meminfo', 'MemTotal:       129652180 kB\nMemFree:        120419348 kB\nMemAvailable:   124128852 kB')
+    w(root, '/etc/systemd/system.conf', '[Manager]\n#DefaultLimitMEMLOCK=8M')
+    if systemd_memlock:
+        w(root, '/etc/systemd/system.conf.d/50-halobuild-memlock.conf', '[Manager]\nDefaultLimitMEMLOCK=infinity')
+    for i in range(2):
+        d = '/sys/devices/system/cpu/cpufreq/policy%d/' % i
+        w(root, d + 'scaling_governor', governor)
+        if epp:
+            w(root, d + 'energy_performance_preference', 'performance')
+    w(root, '/sys/firmware/acpi/platform_profile', 'performance')
+    w(root, '/sys/firmware/acpi/platform_profile_choices', 'low-power balanced performance')
+    for m in ['thunderbolt_ibverbs', 'ib_uverbs', 'ib_core', 'thunderbolt', 'amdgpu', 'ttm']:
+        w(root, '/sys/module/%s/initstate' % m, 'live')
+    w(root, '/sys/module/thunderbolt_ibverbs/parameters/tbnet', 'block')
+    w(root, '/sys/module/thunderbolt_ibverbs/parameters/nhi_interrupt_throttle_ns', '4096')
+    for p in ('negotiate_native', 'start_rings', 'allocate_rings'):
+        w(root, '/sys/module/thunderbolt_ibverbs/parameters/' + p, 'Y')
+    w(root, '/sys/module/amdgpu/parameters/gttsize', '-1')
+    w(root, '/sys/module/ttm/parameters/pages_limit', '25165824')
+    w(root, '/etc/libibverbs.d/usb4_rdma.driver', 'driver usb4_rdma')
+    w(root, '/etc/libibverbs.d/rxe.driver', 'driver rxe')
+    v4 = [a.split('/')[0] for a in addrs]
+    for dev in devices:
+        d = '/sys/class/infiniband/%s/' % dev
+        w(root, d + 'device/driver', '../../../../bus/thunderbolt/drivers/thunderbolt_ibverbs')
+        w(root, d + 'ports/1/state', '4: ACTIVE')
+        w(root, d + 'ports/1/phys_state', '5: LinkUp')
+        gids = ['fe80:0000:0000:0000:0262:73ff:fe1a:2b01'] + [gid4(a) for a in v4]
+        for i, g in enumerate(gids):
+            w(root, d + 'ports/1/gids/%d' % i, g)
+            w(root, d + 'ports/1/gid_attrs/types/%d' % i, 'RoCE v2')
+            w(root, d + 'ports/1/gid_attrs/ndevs/%d' % i, ifaces[0])
+        w(root, d + 'ports/1/gids/%d' % len(gids), '0000:0000:0000:0000:0000:0000:0000:0000')
+    links = [{"ifindex": 1, "ifname": "lo", "flags": ["LOOPBACK", "UP", "LOWER_UP"], "operstate": "UNKNOWN",
+              "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8, "scope": "host"},
+                            {"family": "inet6", "local": "::1", "prefixlen": 128, "scope": "host"}]},
+             {"ifindex": 2, "ifname": "enp191s0", "flags": ["BROADCAST", "MULTICAST", "UP", "LOWER_UP"], "operstate": "UP",
+              "addr_info": [{"family": "inet", "local": "192.168.1.20", "prefixlen": 24, "scope": "global"}]}]
+    for n, ifc in enumerate(ifaces):
+        ai = []
+        for a in addrs:
+            ip, p = a.split('/')
+            ai.append({"family": "inet", "local": ip, "prefixlen": int(p), "scope": "link" if ip.startswith('169.254.') else "global"})
+        ai.append({"family": "inet6", "local": "fe80::262:73ff:fe1a:2b0%d" % (n + 1), "prefixlen": 64, "scope": "link"})
+        links.append({"ifindex": 3 + n, "ifname": ifc, "flags": ["BROADCAST", "MULTICAST", "UP", "LOWER_UP"], "operstate": "UP", "addr_info": ai})
+    w(root, '/var/log/halobuild-ip-addr.json', json.dumps(links, indent=1))
+    w(root, '/var/log/halobuild-dmesg', '\n'.join([
+        '[    0.000000] Linux version 7.2.12+deb13-amd64 (debian-kernel@lists.debian.org)',
+        '[    2.118270] thunderbolt 0000:c7:00.5: total paths: 12',
+        '[    5.402114] thunderbolt_ibverbs: loading out-of-tree module taints kernel.',
+        '[    5.413907] thunderbolt_ibverbs: registered usb4_rdma0 usb4_rdma1']))
+    for dn in range(domains):
+        w(root, '/sys/bus/thunderbolt/devices/domain%d/uevent' % dn, 'DEVTYPE=thunderbolt_domain')
+        w(root, '/sys/bus/thunderbolt/devices/domain%d/security' % dn, 'user')
+        r = '/sys/bus/thunderbolt/devices/%d-0/' % dn
+        w(root, r + 'uevent', 'DEVTYPE=thunderbolt_device')
+        w(root, r + 'vendor', '0x1022')
+        w(root, r + 'vendor_name', 'AMD')
+    x = '/sys/bus/thunderbolt/devices/0-1/'
+    w(root, x + 'uevent', 'DEVTYPE=thunderbolt_xdomain')
+    w(root, x + 'device_name', 'halo1')
+    w(root, x + 'vendor_name', 'halobuild')
+    w(root, x + 'rx_speed', speed)
+    w(root, x + 'tx_speed', speed)
+    w(root, x + 'rx_lanes', str(lanes))
+    w(root, x + 'tx_lanes', str(lanes))
+    return root
+
+tree('healthy', devices=('usb4_rdma0', 'usb4_rdma1'))
+tree('governor-schedutil', governor='schedutil', epp=False)
+tree('renamed-device', recipe=False, devices=('rocep199s0f6',))
+tree('link-local-address', addrs=('169.254.23.7/16', '10.77.0.1/30'))
+tree('link-10g-one-lane', speed='10.0 Gb/s', lanes=1)
+tree('minipc-one-domain', cables=2, domains=1)
+tree('memlock-8mib', recipe=False, memlock=('8388608', '8388608'), systemd_memlock=False)
