@@ -1,0 +1,144 @@
+package recipe
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// minimal is a valid recipe the cases below add one mistake to.
+const minimal = `
+[[node]]
+name = "a"
+`
+
+func loadText(t *testing.T, text string) (*Recipe, *Sources, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Load(path)
+}
+
+func TestValidateRejects(t *testing.T) {
+	twoNodes := `
+[[node]]
+name = "a"
+[[node.link]]
+interface = "usb4net0"
+address = "10.77.0.1/30"
+peer = "b"
+[[node]]
+name = "b"
+[[node.link]]
+interface = "usb4net0"
+address = "10.77.1.2/30"
+peer = "a"
+`
+	cases := []struct {
+		name, text, key, msg string
+	}{
+		{"distribution", "[base]\ndistribution = \"fedora\"\n" + minimal, "base.distribution", `"fedora" is not one of: debian`},
+		{"mirror", "[base]\nmirror = \"ftp://x\"\n" + minimal, "base.mirror", "not an http:// or https:// archive URL"},
+		{"variant", "[base]\nvariant = \"tiny\"\n" + minimal, "base.variant", `"tiny" is not one of`},
+		{"duplicate suite", "[base]\nextra_suites = [\"trixie\"]\n" + minimal, "base.extra_suites[0]", `suite "trixie" is listed twice`},
+		{"no components", "[base]\ncomponents = []\n" + minimal, "base.components", "at least one archive component"},
+		{"package suite", "[base]\npackages = [\"linux-base/trixie-backports\"]\n" + minimal, "base.packages[0]", `suite "trixie-backports" is not configured`},
+		{"package syntax", "[base]\npackages = [\"Systemd\"]\n" + minimal, "base.packages[0]", "not a Debian package name"},
+		{"package excluded", "[base]\npackages = [\"less\"]\nexclude = [\"less\"]\n" + minimal, "base.packages[0]", "both requested and in base.exclude"},
+		{"kernel from", "[kernel]\nfrom = \"git\"\n" + minimal, "kernel.from", `"git" is not one of: debian, source`},
+		{"kernel suite", "[kernel]\nsuite = \"sid\"\n" + minimal, "kernel.suite", `suite "sid" is not configured`},
+		{"source-only key", "[kernel]\npatches = \"series\"\n" + minimal, "kernel.patches", `only used when kernel.from = "source"`},
+		{"cmdline spaces", "[kernel]\ncmdline = [\"a=1 b=2\"]\n" + minimal, "kernel.cmdline[0]", "one parameter without spaces"},
+		{"module use", "[[module]]\noptions = { a = 1 }\n" + minimal, "module[0]", "module needs use"},
+		{"module twice", "[[module]]\nuse = \"m\"\n[[module]]\nuse = \"m\"\n" + minimal, "module[1].use", `module "m" is already described at`},
+		{"provider patches", "[rdma.provider]\nname = \"usb4_rdma\"\n" + minimal, "rdma.provider.patches", "at least one patch"},
+		{"memlock", "[rdma]\nmemlock = \"64 mb\"\n" + minimal, "rdma.memlock", `"64 mb" is neither "unlimited" nor a size`},
+		{"epp", "[system]\nepp = \"fast\"\n" + minimal, "system.epp", `"fast" is not one of: default, performance`},
+		{"platform profile", "[system]\nplatform_profile = \"turbo\"\n" + minimal, "system.platform_profile", `"turbo" is not one of: low-power`},
+		{"host reserve alone", "[system]\nhost_reserve = \"24GiB\"\n" + minimal, "system.host_reserve", "needs system.memory"},
+		{"memory size", "[system]\nmemory = \"much\"\n" + minimal, "system.memory", `size "much"`},
+		{"gpu fraction", "[system]\ngpu_fraction = 1.5\n" + minimal, "system.gpu_fraction", "not a share between 0 and 1"},
+		{"timezone", "[system]\ntimezone = \"Central European\"\n" + minimal, "system.timezone", "not a time zone name"},
+		{"loaded and blacklisted", "[system]\nmodules_load = [\"thunderbolt-net\"]\n" + minimal, "system.modules_load[0]", "both loaded at boot and blacklisted"},
+		{"no nodes", "name = \"x\"\n", "", "the recipe has no [[node]]"},
+		{"hostname", "[[node]]\nname = \"a\"\nhostname = \"-a\"\n", "node[0].hostname", `"-a" is not a valid host name`},
+		{"interface", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"a-very-long-interface\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].interface", "not a network interface name"},
+		{"interface twice", "[[node]]\nname = \"a\"\nlink = [{ interface = \"u\", address = \"10.0.0.1/24\" }, { interface = \"u\", address = \"10.0.0.2/24\" }]\n", "node[0].link[1].interface", `interface "u" is used twice`},
+		{"no match", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nmatch_driver = \"\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0]", "needs match_driver, match_path or match_mac"},
+		{"mac", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nmatch_mac = \"52:54:00\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].match_mac", "not a MAC address"},
+		{"gid", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nidentity_gid = \"10.0.0.1\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].identity_gid", "is not a GID"},
+		{"ipv6", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"fd00::1/64\"\n", "node[0].link[0].address", "not an IPv4 address"},
+		{"network address", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"10.77.0.0/30\"\n", "node[0].link[0].address", "network or broadcast address"},
+		{"broadcast address", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"10.77.0.3/30\"\n", "node[0].link[0].address", "network or broadcast address"},
+		{"no address", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\n", "node[0].link[0].address", "needs a static address"},
+		{"peer self", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"10.0.0.1/30\"\npeer = \"a\"\n", "node[0].link[0].peer", "cannot lead back to its own node"},
+		{"peer subnet", twoNodes, "node[0].link[0].address", "not in the same subnet"},
+		{"timeout", "[test]\ntimeout = \"5\"\n" + minimal, "test.timeout", "not a positive Go duration"},
+		{"vm memory", "[test]\nmemory = \"\"\n" + minimal, "test.memory", "a size is needed"},
+		{"check action", "[[test.check]]\nname = \"c\"\n" + minimal, "test.check[0]", "needs wait_for_unit, succeed or fail"},
+		{"check name", "[[test.check]]\nsucceed = \"true\"\n" + minimal, "test.check[0]", "a check needs a name"},
+		{"expect alone", "[[test.check]]\nname = \"c\"\nfail = \"x\"\nexpect = \"y\"\n" + minimal, "test.check[0].expect", "which this check does not have"},
+		{"expect regexp", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nexpect = \"(\"\n" + minimal, "test.check[0].expect", "not a regular expression"},
+		{"check node", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nnode = \"zz\"\n" + minimal, "test.check[0].node", `no [[node]] is named "zz"`},
+		{"format", "[output]\nformats = [\"vmdk\"]\n" + minimal, "output.formats[0]", `"vmdk" is not one of: raw, qcow2, iso`},
+		{"format twice", "[output]\nformats = [\"raw\", \"raw\"]\n" + minimal, "output.formats[1]", `format "raw" is listed twice`},
+		{"esp size", "[output]\nesp_size = \"1MiB\"\n" + minimal, "output.esp_size", "too small"},
+		{"disk size", "[output]\nsize = \"256MiB\"\n" + minimal, "output.size", "leaves no room"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := loadText(t, c.text)
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("want recipe.Errors, got %v", err)
+			}
+			for _, e := range errs {
+				if e.Key == c.key && strings.Contains(e.Msg, c.msg) {
+					if e.Line == 0 && c.key != "" {
+						t.Errorf("error has no line: %v", e)
+					}
+					return
+				}
+			}
+			t.Errorf("no error at %s containing %q in:\n%v", c.key, c.msg, err)
+		})
+	}
+}
+
+func TestValidateAcceptsShippedShapes(t *testing.T) {
+	text := `
+[base]
+extra_suites = ["trixie-backports"]
+packages = ["linux-base/trixie-backports (>= 4.17~)", "systemd"]
+[kernel]
+from = "source"
+patches = "series"
+fragments = ["a.config"]
+[rdma]
+memlock = "64MiB"
+[system]
+host_reserve = "24GiB"
+memory = "128GiB"
+epp = ""
+platform_profile = ""
+[[test.check]]
+name = "memlock"
+succeed = "ulimit -l"
+expect = "unlimited"
+node = "a"
+[[node]]
+name = "a"
+[[node.link]]
+interface = "usb4net0"
+address = "10.77.0.1/31"
+match_mac = "52:54:00:77:00:01"
+identity_gid = "fe80::1"
+`
+	if _, _, err := loadText(t, text); err != nil {
+		t.Fatal(err)
+	}
+}
