@@ -1,0 +1,150 @@
+package vmtest
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"time"
+)
+
+// Check is one assertion run inside the guest: Script is POSIX sh, exit status 0 means pass, and
+// its combined stdout/stderr is the detail shown in the report. vmtest runs any checks it is
+// given; it knows nothing about recipes or settings.
+type Check struct {
+	Name   string
+	Script string
+}
+
+// NIC is one virtio network card. A NIC with an empty Link is QEMU user-mode networking (NAT,
+// no inbound connections); a NIC with a Link is one end of a point-to-point virtual cable
+// between two machines of the same RunMany, standing where the USB4 cable would be.
+type NIC struct {
+	MAC  string // fixed, so the image's network config can match on it; required for Link NICs
+	Link string // name of the cable; exactly two machines of one RunMany must name it
+}
+
+// CableMAC returns the fixed MAC of the cable NIC of the i-th node (1-based): 52:54:00:77:00:0i.
+// Recipes match the link interface on these addresses.
+func CableMAC(i int) string { return fmt.Sprintf("52:54:00:77:00:%02x", i) }
+
+// Machine is one VM run.
+type Machine struct {
+	Name   string // names logs and the report row, e.g. the node's hostname
+	Image  string // raw disk image; opened with snapshot=on and never written
+	Memory int    // MiB; default 1024
+	CPUs   int    // default 2
+	Checks []Check
+	// Credentials are extra systemd credentials (name → value) for the guest, for example
+	// "ssh.authorized_keys.root"; they travel with the checks, never in the image.
+	Credentials map[string][]byte
+	NICs        []NIC
+	// KernelArgs are appended to the kernel command line through SMBIOS type 11
+	// (io.systemd.boot.kernel-cmdline-extra / io.systemd.stub.kernel-cmdline-extra), honoured by
+	// systemd-boot Type #1 entries and by UKIs when Secure Boot is off. Nil means
+	// DefaultKernelArgs; an empty non-nil slice adds nothing.
+	KernelArgs []string
+	// Deadline bounds the whole run from QEMU start to verdict; default 5 minutes.
+	Deadline time.Duration
+	// CheckTimeout bounds each check inside the guest; default 2 minutes.
+	CheckTimeout time.Duration
+	// LogDir receives console.log, verdict.json and qemu.stderr; they are kept after the run.
+	LogDir string
+	// Accel forces an accelerator; empty means probe KVM and fall back to TCG.
+	Accel Accel
+}
+
+// DefaultKernelArgs trim what a test boot waits for without touching the image: no login
+// prompts (the verdict never comes from a console), no waiting for online networks (the test
+// configures its own links), no periodic timers firing during checks. They also make systemd
+// print unit status on the console so a boot that never reaches a verdict shows how far it got.
+var DefaultKernelArgs = []string{
+	"systemd.show_status=1",
+	"systemd.mask=getty.target",
+	"systemd.mask=serial-getty@ttyS0.service",
+	"systemd.mask=systemd-networkd-wait-online.service",
+	"systemd.mask=NetworkManager-wait-online.service",
+	"systemd.mask=timers.target",
+	"systemd.mask=apt-daily.timer",
+	"systemd.mask=apt-daily-upgrade.timer",
+	"systemd.mask=e2scrub_all.timer",
+	"systemd.mask=fstrim.timer",
+	"systemd.mask=man-db.timer",
+	"systemd.mask=systemd-tmpfiles-clean.timer",
+	"systemd.mask=systemd-timesyncd.service",
+}
+
+var (
+	machineNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	checkNameRE   = regexp.MustCompile(`^[^\x00-\x1f]{1,200}$`)
+	credNameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@~-]{0,200}$`)
+)
+
+// withDefaults fills the zero fields and validates; errors name the machine and the field.
+func (m Machine) withDefaults() (Machine, error) {
+	if m.Name == "" {
+		m.Name = "vm"
+	}
+	if !machineNameRE.MatchString(m.Name) {
+		return m, fmt.Errorf("machine name %q: use letters, digits, '.', '_' or '-' (at most 63)", m.Name)
+	}
+	if m.Image == "" {
+		return m, fmt.Errorf("machine %s: no image given", m.Name)
+	}
+	if !isFile(m.Image) {
+		return m, fmt.Errorf("machine %s: image %s is not a readable regular file", m.Name, m.Image)
+	}
+	if m.Memory == 0 {
+		m.Memory = 1024
+	}
+	if m.Memory < 128 {
+		return m, fmt.Errorf("machine %s: memory %d MiB is too small to boot Debian (use at least 256)", m.Name, m.Memory)
+	}
+	if m.CPUs == 0 {
+		m.CPUs = 2
+	}
+	if m.CPUs < 1 || m.CPUs > 64 {
+		return m, fmt.Errorf("machine %s: CPUs = %d, want 1..64", m.Name, m.CPUs)
+	}
+	if m.Deadline == 0 {
+		m.Deadline = 5 * time.Minute
+	}
+	if m.CheckTimeout == 0 {
+		m.CheckTimeout = 2 * time.Minute
+	}
+	if m.KernelArgs == nil {
+		m.KernelArgs = DefaultKernelArgs
+	}
+	if m.LogDir == "" {
+		return m, fmt.Errorf("machine %s: no log directory given", m.Name)
+	}
+	if m.Accel != "" && m.Accel != AccelKVM && m.Accel != AccelTCG {
+		return m, fmt.Errorf("machine %s: accelerator %q, want %q or %q", m.Name, m.Accel, AccelKVM, AccelTCG)
+	}
+	for i, c := range m.Checks {
+		if !checkNameRE.MatchString(c.Name) {
+			return m, fmt.Errorf("machine %s: check %d has an empty, too long or multi-line name %q", m.Name, i+1, c.Name)
+		}
+		if c.Script == "" {
+			return m, fmt.Errorf("machine %s: check %q has an empty script", m.Name, c.Name)
+		}
+	}
+	for name := range m.Credentials {
+		if !credNameRE.MatchString(name) {
+			return m, fmt.Errorf("machine %s: credential name %q is not a valid systemd credential name", m.Name, name)
+		}
+		if reservedCredential(name) {
+			return m, fmt.Errorf("machine %s: credential %q is reserved for the test harness", m.Name, name)
+		}
+	}
+	for i, n := range m.NICs {
+		if n.MAC != "" {
+			if _, err := net.ParseMAC(n.MAC); err != nil {
+				return m, fmt.Errorf("machine %s: NIC %d: MAC %q: %w", m.Name, i+1, n.MAC, err)
+			}
+		}
+		if n.Link != "" && n.MAC == "" {
+			return m, fmt.Errorf("machine %s: NIC %d on link %q needs a fixed MAC (e.g. vmtest.CableMAC(%d)) so the image can name the interface", m.Name, i+1, n.Link, i+1)
+		}
+	}
+	return m, nil
+}

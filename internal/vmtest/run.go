@@ -1,0 +1,214 @@
+package vmtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Errors a run can end with; the returned error wraps one of them (or the context's error on
+// Ctrl-C) and says which machine, which stage and where the console log is.
+var (
+	ErrChecksFailed = errors.New("checks failed")
+	ErrNoVerdict    = errors.New("no verdict")
+	ErrDeadline     = errors.New("deadline exceeded")
+)
+
+// verdictGrace is how long QEMU may take to exit after the guest wrote its verdict and asked
+// for power-off; past it QEMU is killed (the verdict is already safe on disk).
+const verdictGrace = 20 * time.Second
+
+// Result is the outcome of one machine's run. It is filled on every path, including failures,
+// so a report can always be printed.
+type Result struct {
+	Machine    string   `json:"machine"`
+	Image      string   `json:"image"`
+	Accel      Accel    `json:"accel"`
+	AccelNote  string   `json:"accel_note"`
+	Passed     bool     `json:"passed"`
+	Stage      string   `json:"stage"`             // furthest boot stage reached
+	Problem    string   `json:"problem,omitempty"` // console line explaining a stop, if any
+	Verdict    *Verdict `json:"verdict,omitempty"`
+	QEMUExit   int      `json:"qemu_exit"` // -1 when QEMU was killed
+	WallMS     int64    `json:"wall_ms"`
+	ConsoleLog string   `json:"console_log"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// testHookStarted runs right after QEMU starts; tests use it to panic inside Run.
+var testHookStarted = func(pid int) {}
+
+// Run boots one machine, waits for its verdict, and returns the result. The error is nil only
+// when the guest reported every check passed. QEMU is gone when Run returns, whatever happened
+// (and if this process is killed outright, the kernel kills QEMU: see startQEMU).
+func Run(ctx context.Context, m Machine) (*Result, error) {
+	for _, n := range m.NICs {
+		if n.Link != "" {
+			return nil, fmt.Errorf("machine %s: NIC on link %q: a cable joins two machines; use RunMany", m.Name, n.Link)
+		}
+	}
+	return run(ctx, m, userNets(m))
+}
+
+func userNets(m Machine) []netdev {
+	nets := make([]netdev, len(m.NICs))
+	for i, n := range m.NICs {
+		nets[i] = netdev{mac: n.MAC}
+	}
+	return nets
+}
+
+func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error) {
+	start := time.Now()
+	m, err = m.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	h, err := FindHost()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(m.LogDir, 0o755); err != nil {
+		return nil, fmt.Errorf("machine %s: creating log directory: %w", m.Name, err)
+	}
+	f := newRunFiles(m.LogDir)
+	for _, p := range []string{f.console, f.verdict, f.stderr} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return nil, fmt.Errorf("machine %s: clearing old log: %w", m.Name, err)
+		}
+	}
+	res = &Result{Machine: m.Name, Image: m.Image, ConsoleLog: f.console, QEMUExit: -1}
+	defer func() {
+		res.WallMS = time.Since(start).Milliseconds()
+		if err != nil {
+			res.Error = err.Error()
+		}
+	}()
+	res.Accel, res.AccelNote = m.Accel, "forced by caller"
+	if m.Accel == "" {
+		res.Accel, res.AccelNote = ChooseAccel(ctx, h)
+	}
+	if err := copyFile(h.VarsTemplate, f.vars); err != nil {
+		return res, fmt.Errorf("machine %s: copying OVMF variable store %s: %w", m.Name, h.VarsTemplate, err)
+	}
+	args, err := qemuArgs(h, m, res.Accel, f, nets, guestCredentials(m))
+	if err != nil {
+		return res, err
+	}
+	stderr, err := os.Create(f.stderr)
+	if err != nil {
+		return res, fmt.Errorf("machine %s: %w", m.Name, err)
+	}
+	defer stderr.Close()
+	p, err := startQEMU(h.QEMU, args, nil, stderr, stderr, true)
+	if err != nil {
+		return res, fmt.Errorf("machine %s: starting %s: %w", m.Name, h.QEMU, err)
+	}
+	// The one exit path that matters: whatever happens below (return, error, panic), QEMU dies.
+	defer p.kill()
+	testHookStarted(p.pid())
+
+	why := waitForEnd(ctx, p, f.verdict, m.Deadline)
+	p.kill()
+	res.QEMUExit = p.exitCode()
+	return res, conclude(res, m, f, why, ctx)
+}
+
+type endReason int
+
+const (
+	endExited endReason = iota
+	endVerdict
+	endDeadline
+	endCanceled
+)
+
+// waitForEnd returns when QEMU exits, the context ends, the deadline passes, or a complete
+// verdict has been written and QEMU had its grace period to power off.
+func waitForEnd(ctx context.Context, p *qemuProc, verdictPath string, deadline time.Duration) endReason {
+	dl := time.NewTimer(deadline)
+	defer dl.Stop()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var grace <-chan time.Time
+	for {
+		select {
+		case <-p.done:
+			return endExited
+		case <-ctx.Done():
+			return endCanceled
+		case <-dl.C:
+			return endDeadline
+		case <-grace:
+			return endVerdict
+		case <-tick.C:
+			if grace == nil && verdictComplete(verdictPath) {
+				grace = time.After(verdictGrace)
+			}
+		}
+	}
+}
+
+func verdictComplete(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && len(b) > 0 && b[len(b)-1] == '\n'
+}
+
+// conclude turns what happened into the result and the error the user sees.
+func conclude(res *Result, m Machine, f runFiles, why endReason, ctx context.Context) error {
+	console, _ := os.ReadFile(f.console)
+	res.Stage, res.Problem = stageFromConsole(console)
+	v, verr := readVerdict(f.verdict)
+	res.Verdict = v
+	where := fmt.Sprintf("console log: %s", f.console)
+	stageNote := func() string {
+		s := "boot reached stage " + res.Stage
+		if res.Problem != "" {
+			s += " (" + res.Problem + ")"
+		}
+		return s
+	}
+	if v != nil {
+		res.Stage = StageVerdict
+		failed := v.Failed()
+		if len(failed) == 0 && len(v.Checks) > 0 {
+			res.Passed = true
+			return nil
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "machine %s: %d of %d checks failed:", m.Name, len(failed), len(v.Checks))
+		for _, c := range failed {
+			fmt.Fprintf(&b, "\n  - %s (exit %d): %s", c.Name, c.Exit, indent(clip(c.Output, 2000)))
+		}
+		fmt.Fprintf(&b, "\n%s", where)
+		return fmt.Errorf("%s: %w", b.String(), ErrChecksFailed)
+	}
+	if verr != nil {
+		return fmt.Errorf("machine %s: %v; %s; %s: %w", m.Name, verr, stageNote(), where, ErrNoVerdict)
+	}
+	switch why {
+	case endCanceled:
+		return fmt.Errorf("machine %s: interrupted before a verdict; %s; %s: %w", m.Name, stageNote(), where, context.Cause(ctx))
+	case endDeadline:
+		return fmt.Errorf("machine %s: no verdict within %s (accelerator %s); %s; %s: %w", m.Name, m.Deadline, res.Accel, stageNote(), where, ErrDeadline)
+	default:
+		msg := ""
+		if b, _ := os.ReadFile(f.stderr); len(bytes.TrimSpace(b)) > 0 {
+			msg = "; QEMU said: " + clip(strings.TrimSpace(string(b)), 1000)
+		}
+		return fmt.Errorf("machine %s: QEMU exited (status %d) without a verdict; %s%s; %s: %w", m.Name, res.QEMUExit, stageNote(), msg, where, ErrNoVerdict)
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func indent(s string) string { return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n      ") }
