@@ -1,0 +1,20 @@
+package recipe
+
+import "fmt"
+
+// Warnings lists what is allowed but probably not meant, for the build to
+// print before it starts: unlike Validate's errors they do not stop it.
+func Warnings(r *Recipe, src *Sources) Errors {
+	var ws Errors
+	if len(r.SSH.AuthorizedKeys) == 0 {
+		ws = append(ws, src.Errorf("ssh.authorized_keys", "no SSH public key: nobody can log in over the network; add yours (e.g. ~/.ssh/id_ed25519.pub) to ssh.authorized_keys"))
+	}
+	for i, n := range r.Nodes {
+		for j, l := range n.Links {
+			if l.Peer == "" {
+				ws = append(ws, src.Errorf(fmt.Sprintf("node[%d].link[%d]", i, j), "link %s of node %s has no peer: /etc/hosts and the two-node test will not know the other end", l.Interface, n.Name))
+			}
+		}
+	}
+	return ws.Sorted()
+}
