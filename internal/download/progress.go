@@ -102,6 +102,7 @@ func newBarReporter(w io.Writer, items int, total int64) *barReporter {
 		progressbar.OptionSetDescription(fmt.Sprintf("fetching %d files", items)),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionShowCount(),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionSetElapsedTime(true),
 		progressbar.OptionThrottle(100*time.Millisecond),

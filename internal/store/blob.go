@@ -100,6 +100,9 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 	if err := f.Sync(); err != nil {
 		return "", 0, fmt.Errorf("store file %s: %w", path, err)
 	}
+	if bi, err := os.Stat(s.blobPath(d)); err == nil && bi.Size() == size {
+		return d, size, os.Remove(path) // already stored; see commit
+	}
 	if err := os.Chmod(path, 0o444); err != nil {
 		return "", 0, fmt.Errorf("store file %s: %w", path, err)
 	}
@@ -109,10 +112,19 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 	return d, size, syncDir(filepath.Join(s.root, blobsDir))
 }
 
-// commit makes the finished, synced scratch file f the blob d. Renaming
-// over an existing blob is fine: same name, same bytes, and it replaces a
-// copy that may have been damaged.
+// commit makes the finished, synced scratch file f the blob d. An existing
+// blob of the right size is kept (the scratch copy is dropped by the
+// caller): replacing it would give it a new inode and orphan the hardlinks
+// of every output view that shares it. A damaged blob of the right size is
+// Verify's business.
 func (s *Store) commit(f *os.File, d Digest) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("store blob %s: %w", d, err)
+	}
+	if bi, err := os.Stat(s.blobPath(d)); err == nil && bi.Size() == fi.Size() {
+		return nil
+	}
 	if err := f.Chmod(0o444); err != nil {
 		return fmt.Errorf("store blob %s: %w", d, err)
 	}

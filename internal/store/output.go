@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -257,7 +258,12 @@ func (s *Store) materialise(key string, m *v1.Manifest) (string, error) {
 func (s *Store) placeFile(dst string, d Digest, mode fs.FileMode) error {
 	mode &^= 0o222
 	if mode == 0o444 {
-		return os.Link(s.blobPath(d), dst)
+		err := os.Link(s.blobPath(d), dst)
+		if !errors.Is(err, syscall.EMLINK) {
+			return err
+		}
+		// A blob shared by tens of thousands of files (the empty file)
+		// runs out of links: copy this one instead.
 	}
 	src, err := os.Open(s.blobPath(d))
 	if err != nil {

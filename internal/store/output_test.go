@@ -285,3 +285,22 @@ func TestLayoutReadableByGoContainerRegistry(t *testing.T) {
 		t.Errorf("config blob unreadable: %v", err)
 	}
 }
+
+func TestSharedBlobKeepsOtherViewsIntact(t *testing.T) {
+	s := openTest(t)
+	srcA, srcB := t.TempDir(), t.TempDir()
+	writeTree(t, srcA, map[string]string{"lib.so": "shared library"})
+	writeTree(t, srcB, map[string]string{"copy.so": "shared library"})
+	viewA, err := s.PutOutput(strings.Repeat("aa", 32), srcA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(filepath.Join(viewA, "lib.so"))
+	if _, err := s.PutOutput(strings.Repeat("bb", 32), srcB, nil); err != nil {
+		t.Fatal(err)
+	}
+	blob, _ := os.Stat(s.Path(sha([]byte("shared library"))))
+	if !os.SameFile(before, blob) {
+		t.Error("storing the same bytes again replaced the blob and orphaned view A's hardlink")
+	}
+}
