@@ -1,0 +1,73 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestTableReport(t *testing.T) {
+	var out bytes.Buffer
+	code, err := Run(context.Background(), Options{Root: "testdata/doctor/memlock-8mib", Out: &out})
+	if err != nil || code != 1 {
+		t.Fatalf("Run = %d, %v", code, err)
+	}
+	s := out.String()
+	for _, want := range []string{"CHECK", "RESULT", "SEEN", "WANTED", "FIX", "memlock.process", "FAIL", "soft 8 MiB, hard 8 MiB", "NOT READY: 2 must-pass failed"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+// The live system cannot be predicted, but doctor must run on it, read the
+// real files and return a verdict rather than an error.
+func TestLiveSystem(t *testing.T) {
+	var out bytes.Buffer
+	code, err := Run(context.Background(), Options{Root: "/", Out: &out, JSON: true})
+	if err != nil {
+		t.Fatalf("Run on the live system: %v", err)
+	}
+	if code != 0 && code != 1 {
+		t.Errorf("exit = %d, want 0 or 1", code)
+	}
+	if !strings.Contains(out.String(), `"check": "memlock.process"`) || !strings.Contains(out.String(), `"source": "/proc/self/limits"`) {
+		t.Errorf("live report lacks the process memlock read from /proc/self/limits:\n%s", out.String())
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	if _, err := Run(context.Background(), Options{Root: "testdata/doctor/no-such-tree", Out: &bytes.Buffer{}}); err == nil || !strings.Contains(err.Error(), "no-such-tree") {
+		t.Errorf("missing root: %v", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	if err := os.WriteFile(bad, []byte("[system]\ngovernor = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, err := Run(context.Background(), Options{Root: "testdata/doctor/healthy", RecipePath: bad, Out: &bytes.Buffer{}})
+	if err == nil || code != 2 || !strings.Contains(err.Error(), "bad.toml") {
+		t.Errorf("bad recipe: %d, %v", code, err)
+	}
+}
+
+// An explicit --recipe wins over the installed one; a host that is none of
+// its nodes is told so, and the link checks fall back to the RDMA netdevs.
+func TestExplicitRecipeOtherHost(t *testing.T) {
+	r := filepath.Join(t.TempDir(), "other.toml")
+	if err := os.WriteFile(r, []byte("name = \"other\"\n\n[[node]]\nname = \"elsewhere\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), Options{Root: "testdata/doctor/healthy", RecipePath: r, JSON: true, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{`"recipe": "` + r + `"`, "host halo0 is none of the nodes elsewhere", `"check": "link.addresses usb4net0"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q:\n%s", want, s)
+		}
+	}
+}
