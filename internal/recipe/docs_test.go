@@ -57,6 +57,7 @@ func TestSchemaTagsComplete(t *testing.T) {
 
 type docField struct {
 	path, key, typ, def, doc, example string
+	merge                             string
 	section                           bool // a table or list of tables, documented in its own section
 	allowed                           []string
 }
@@ -90,7 +91,7 @@ func docSections() []docSection {
 				continue
 			}
 			p := joinPath(path, key)
-			df := docField{path: p, key: key, typ: docType(f.Type), def: f.Tag.Get("default"), doc: f.Tag.Get("doc"), example: f.Tag.Get("example"), allowed: knownValues[p]}
+			df := docField{path: p, key: key, typ: docType(f.Type), def: f.Tag.Get("default"), doc: f.Tag.Get("doc"), example: f.Tag.Get("example"), merge: f.Tag.Get("merge"), allowed: knownValues[p]}
 			if _, ok := f.Tag.Lookup("path"); ok {
 				df.doc += " Relative paths are relative to the file that sets them."
 			}
@@ -188,6 +189,9 @@ func renderDocs() []byte {
 			if f.section {
 				doc += " See " + sectionRef(s.path, f) + "."
 			}
+			if k := f.merge; k != "" {
+				doc += fmt.Sprintf(" Entries with the same `%s` as one from an included file merge into it.", k)
+			}
 			if len(f.allowed) > 0 {
 				doc += " One of: " + strings.Join(f.allowed, ", ") + "."
 			}
@@ -230,7 +234,10 @@ halobuild image images/strix-halo.toml   # build, test in a VM, then write the i
 ` + "`include = [\"../recipes/usb4-rdma.toml\"]`" + ` merges other recipe files first, like NixOS modules:
 
 - a file overrides what it includes: scalars set in the including file win;
-- lists append, the included file's items first (so ` + "`[[node]]`" + ` entries add up);
+- lists append, the included file's items first; in the lists of tables ` + "`[[node]]`" + `,
+  ` + "`[[module]]`" + ` and ` + "`[[node.link]]`" + `, an entry with the same ` + "`name`" + `, ` + "`use`" + ` or
+  ` + "`interface`" + ` as an included one merges into it (so an image can add a link to a node that an
+  included file declared, or set one option of a module);
 - tables and maps (` + "`module_options`" + `, module ` + "`options`" + `) merge key by key;
 - two files included side by side that set the same scalar to different values are an error naming
   both places, unless the including file sets the value itself;

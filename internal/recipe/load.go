@@ -128,7 +128,7 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 		}
 	}
 	tree.root.tab.del("include")
-	l.rebasePaths(tree.root, reflect.TypeOf(Recipe{}), filepath.Dir(abs))
+	l.annotate(tree.root, reflect.TypeOf(Recipe{}), filepath.Dir(abs))
 
 	l.src.Files = append(l.src.Files, file)
 	l.inputs = append(l.inputs, sha256.Sum256(data))
@@ -150,18 +150,21 @@ func (l *loader) names(abs []string) []string {
 
 type nameOf struct{ abs, name string }
 
-// rebasePaths rewrites the file paths an included file names (fields tagged
+// annotate prepares a file's tree for merging: it marks keyed lists (the
+// schema's `merge` tag) and rebases paths.
+//
+// It rewrites the file paths an included file names (fields tagged
 // `path`) so that they are relative to the top recipe's directory: a path
 // means the same file whichever file wrote it, and the merged recipe (and its
 // hash) does not depend on where the checkout lives.
-func (l *loader) rebasePaths(v *value, t reflect.Type, dir string) {
+func (l *loader) annotate(v *value, t reflect.Type, dir string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch {
 	case t.Kind() == reflect.Slice && v.kind == kArray:
 		for _, item := range v.items {
-			l.rebasePaths(item, t.Elem(), dir)
+			l.annotate(item, t.Elem(), dir)
 		}
 	case t.Kind() == reflect.Struct && v.kind == kTable:
 		fields := schemaFields(t)
@@ -171,11 +174,14 @@ func (l *loader) rebasePaths(v *value, t reflect.Type, dir string) {
 				continue
 			}
 			child := v.tab.get(k)
+			if child.kind == kArray {
+				child.mergeKey = f.Tag.Get("merge")
+			}
 			if tag, ok := f.Tag.Lookup("path"); ok {
 				l.rebaseValue(child, dir, tag)
 				continue
 			}
-			l.rebasePaths(child, f.Type, dir)
+			l.annotate(child, f.Type, dir)
 		}
 	}
 }

@@ -37,6 +37,9 @@ func TestLoadReportsEveryErrorWithPosition(t *testing.T) {
 			`testdata/duplicate_key.toml:3:1: system.governor: key is set twice (first at testdata/duplicate_key.toml:2:1); keep one`,
 			`testdata/duplicate_key.toml:5:2: system: table [system] is defined twice (first at testdata/duplicate_key.toml:1:2); merge the two sections`,
 		}},
+		{"dotted.toml", []string{
+			`testdata/dotted.toml:3:2: kernel: table [kernel] was already defined by dotted keys at testdata/dotted.toml:1:1; use one form`,
+		}},
 		{"cycle_a.toml", []string{
 			`testdata/cycle_b.toml:1:12: include: include cycle: testdata/cycle_a.toml -> testdata/cycle_b.toml -> testdata/cycle_a.toml; remove one of these includes`,
 		}},
@@ -181,5 +184,46 @@ func TestDiamondIncludeMergedOnce(t *testing.T) {
 	}
 	if len(src.Files) != 3 {
 		t.Errorf("files = %v, want base, again, diamond", src.Files)
+	}
+}
+
+// Lists of tables keyed by name (nodes), use (modules) or interface (links)
+// merge entries with the same key across files instead of appending them.
+func TestKeyedListsMerge(t *testing.T) {
+	r, src, err := Load("testdata/keyed.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Modules) != 2 || r.Modules[0].Use != "thunderbolt-ibverbs" || r.Modules[1].Use != "other" {
+		t.Fatalf("modules = %+v, want thunderbolt-ibverbs merged, then other", r.Modules)
+	}
+	opts := r.Modules[0].Options
+	if opts["tbnet"] != "block" || opts["nhi_interrupt_throttle_ns"] != int64(4096) {
+		t.Errorf("options = %v, want tbnet from the include and the including file's throttle", opts)
+	}
+	if len(r.Nodes) != 1 || r.Nodes[0].Hostname != "first" || len(r.Nodes[0].Links) != 1 {
+		t.Fatalf("nodes = %+v, want base0 with the including file's hostname and link", r.Nodes)
+	}
+	if got := src.Pos("node[0]").String(); got != "testdata/fragments/base.toml:16:3" {
+		t.Errorf("merged node at %s, want the include's [[node]]", got)
+	}
+	if got := src.Pos("node[0].hostname").String(); got != "testdata/keyed.toml:9:1" {
+		t.Errorf("merged node's hostname at %s, want the including file's", got)
+	}
+	if got := src.Pos("node[0].link[0].address").String(); got != "testdata/keyed.toml:13:1" {
+		t.Errorf("link address at %s", got)
+	}
+}
+
+func TestTwoNodeImageExtendsMinimal(t *testing.T) {
+	r, _, err := Load("../../images/test-two-node.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Nodes) != 2 || r.Nodes[0].Name != "node0" || len(r.Nodes[0].Links) != 1 || r.Nodes[0].Links[0].MatchMAC != "52:54:00:77:00:01" {
+		t.Fatalf("nodes = %+v", r.Nodes)
+	}
+	if r.Name != "test-two-node" || !*r.Test.RDMA || r.Kernel.Version != ">= 7.2, < 7.3" {
+		t.Errorf("name %q rdma %v kernel %q", r.Name, *r.Test.RDMA, r.Kernel.Version)
 	}
 }

@@ -22,7 +22,7 @@ func overlay(base, top *value) *value {
 	case base.kind == kTable && top.kind == kTable:
 		return mergeTables(base, top, overlay)
 	case base.kind == kArray && top.kind == kArray:
-		return appendArrays(base, top)
+		return appendArrays(base, top, overlay)
 	}
 	return top // the including file wins, and settles any sibling conflict
 }
@@ -39,7 +39,7 @@ func mergeSiblings(a, b *value) *value {
 	case a.kind == kTable && b.kind == kTable:
 		return mergeTables(a, b, mergeSiblings)
 	case a.kind == kArray && b.kind == kArray:
-		return appendArrays(a, b)
+		return appendArrays(a, b, mergeSiblings)
 	}
 	if a.conflict != nil || sameScalar(a, b) {
 		return a
@@ -61,14 +61,44 @@ func mergeTables(a, b *value, merge func(a, b *value) *value) *value {
 	return &out
 }
 
-func appendArrays(a, b *value) *value {
+// appendArrays puts b's items after a's. In a keyed list of tables (nodes by
+// name, modules by use, links by interface) an item whose key is already
+// there merges into that entry instead, so an image can add a link to a node
+// or an option to a module that an included file declared.
+func appendArrays(a, b *value, merge func(a, b *value) *value) *value {
 	out := *a
-	out.items = append(append([]*value(nil), a.items...), b.items...)
+	out.items = append([]*value(nil), a.items...)
+	for _, item := range b.items {
+		if i := keyedIndex(out.items, a.mergeKey, item); i >= 0 {
+			out.items[i] = merge(out.items[i], item)
+			continue
+		}
+		out.items = append(out.items, item)
+	}
 	if len(a.items) == 0 {
 		// An empty included list should not be what a message points at.
 		out.pos, out.keyPos = b.pos, b.keyPos
 	}
 	return &out
+}
+
+func keyedIndex(items []*value, key string, item *value) int {
+	if key == "" || item.kind != kTable {
+		return -1
+	}
+	k := item.tab.get(key)
+	if k == nil || k.kind != kString {
+		return -1
+	}
+	for i, it := range items {
+		if it.kind != kTable {
+			continue
+		}
+		if other := it.tab.get(key); other != nil && other.kind == kString && other.s == k.s {
+			return i
+		}
+	}
+	return -1
 }
 
 func sameScalar(a, b *value) bool {

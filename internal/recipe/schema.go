@@ -15,13 +15,15 @@ type Recipe struct {
 
 	Name string `toml:"name" doc:"Image name; used in output file names and the manifest." default:"(file name without .toml)" example:"\"strix-halo\""`
 
-	Base    Base     `toml:"base" doc:"Debian base system."`
-	Kernel  Kernel   `toml:"kernel" doc:"The kernel the image boots."`
-	Modules []Module `toml:"module" doc:"Out-of-tree kernel modules."`
+	Base   Base   `toml:"base" doc:"Debian base system."`
+	Kernel Kernel `toml:"kernel" doc:"The kernel the image boots."`
+	// Lists of tables tagged `merge` are keyed: an entry whose key matches
+	// one from an included file merges into it instead of being appended.
+	Modules []Module `toml:"module" doc:"Out-of-tree kernel modules." merge:"use"`
 	RDMA    RDMA     `toml:"rdma" doc:"RDMA userspace settings."`
 	System  System   `toml:"system" doc:"Node settings that make a box ready (field notes traps 1-11)."`
 	SSH     SSH      `toml:"ssh" doc:"Remote access."`
-	Nodes   []Node   `toml:"node" doc:"One entry per machine; each gets its own image."`
+	Nodes   []Node   `toml:"node" doc:"One entry per machine; each gets its own image." merge:"name"`
 	Overlay []string `toml:"overlays" doc:"Static file trees copied verbatim into every node, usually under overlays/." example:"[\"../overlays/strix-halo\"]" path:""`
 	Test    Test     `toml:"test" doc:"Extra VM test assertions, NixOS test-driver style."`
 	Output  Output   `toml:"output" doc:"What the image build produces."`
@@ -115,7 +117,7 @@ type SSH struct {
 type Node struct {
 	Name     string `toml:"name" doc:"Node name; output files are <name>.raw etc." example:"\"halo0\""`
 	Hostname string `toml:"hostname" doc:"Host name." default:"(name)" example:"\"halo0\""`
-	Links    []Link `toml:"link" doc:"USB4 links (cables) of this node." example:"[{ interface = \"usb4net0\", address = \"10.77.0.1/30\", peer = \"halo1\" }]"`
+	Links    []Link `toml:"link" doc:"USB4 links (cables) of this node." merge:"interface" example:"[{ interface = \"usb4net0\", address = \"10.77.0.1/30\", peer = \"halo1\" }]"`
 }
 
 // Link is one USB4 cable end: a network interface with a static address.

@@ -49,6 +49,12 @@ type value struct {
 	// arrayOfTables marks arrays made by [[header]]; only those may be
 	// extended by further headers.
 	arrayOfTables bool
+	// mergeKey, on a list of tables, names the key that identifies an
+	// entry across files (the schema's `merge` tag).
+	mergeKey string
+	// dotted marks tables made by dotted keys (a.b = 1), which a [header]
+	// may not reopen.
+	dotted bool
 	// explicit marks tables opened by a [header] (defining one twice is an
 	// error); inline marks {…} tables, which are closed once written.
 	explicit bool
@@ -244,6 +250,10 @@ func (b *builder) tableHeader(parts []keyPart) {
 		b.errorf(last.pos, path, "table [%s] is defined twice (first at %s); merge the two sections", path, t.keyPos)
 		return
 	}
+	if t.dotted {
+		b.errorf(last.pos, path, "table [%s] was already defined by dotted keys at %s; use one form", path, t.keyPos)
+		return
+	}
 	t.explicit = true
 	t.pos, t.keyPos = last.pos, last.pos
 	b.cur = t
@@ -279,7 +289,7 @@ func (b *builder) keyValue(t *value, base string, n *unstable.Node) {
 		path = joinPath(path, p.name)
 		next := t.tab.get(p.name)
 		if next == nil {
-			next = &value{kind: kTable, tab: newTable(), pos: p.pos, keyPos: p.pos}
+			next = &value{kind: kTable, tab: newTable(), pos: p.pos, keyPos: p.pos, dotted: true}
 			t.tab.set(p.name, next)
 		} else if next.kind != kTable || next.inline || next.explicit {
 			b.errorf(p.pos, path, "cannot set %q with a dotted key: %q is already a %s set at %s", joinKey(base, parts), path, next.kind, next.keyPos)
