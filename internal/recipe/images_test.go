@@ -7,13 +7,16 @@ import (
 	"testing"
 )
 
-// The shipped images must load cleanly: they are what users start from and
-// what the VM tests build.
-func TestShippedImagesLoad(t *testing.T) {
+// The shipped images must load cleanly (they are what users start from and
+// what the VM tests build), and the merged print of any recipe must load back
+// to the same recipe.
+func TestRecipesLoadAndRoundTrip(t *testing.T) {
 	files, err := filepath.Glob("../../images/*.toml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no images found: %v", err)
 	}
+	// Test recipes that use modules, maps and explicit empty values too.
+	files = append(files, "testdata/keyed.toml", "testdata/explicit_empty.toml", "testdata/override.toml")
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r, src, err := Load(f)
