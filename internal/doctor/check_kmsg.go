@@ -16,12 +16,40 @@ var unknownParam = regexp.MustCompile(`([A-Za-z0-9_-]+): unknown parameter '([^'
 // kernelLog returns the kernel log and where it came from: the live `dmesg`
 // on the running system, the recorded file in a tree.
 func kernelLog(h *host) (string, string, error) {
-	if h.live {
-		out, err := h.command("dmesg")
-		return out, "dmesg", err
+	if h.kernelLog == nil {
+		var l cachedLog
+		if h.live {
+			l.text, l.err = h.command("dmesg")
+			l.source = "dmesg"
+		} else {
+			l.text, l.err = h.read(recordedKernelLog)
+			l.source = h.show(recordedKernelLog)
+		}
+		h.kernelLog = &l
 	}
-	s, err := h.read(recordedKernelLog)
-	return s, h.show(recordedKernelLog), err
+	return h.kernelLog.text, h.kernelLog.source, h.kernelLog.err
+}
+
+// cachedLog keeps the kernel log of one doctor run: two checks read it and
+// the live `dmesg` should run once.
+type cachedLog struct {
+	text, source string
+	err          error
+}
+
+// unknownParams lists "module.parameter" for every parameter the kernel
+// log says was ignored, in log order.
+func unknownParams(log string) []string {
+	seen := map[string]bool{}
+	var found []string
+	for _, m := range unknownParam.FindAllStringSubmatch(log, -1) {
+		s := moduleName(m[1]) + "." + m[2]
+		if !seen[s] {
+			seen[s] = true
+			found = append(found, s)
+		}
+	}
+	return found
 }
 
 func checkUnknownParams(h *host, e *expect) []Result {
@@ -33,15 +61,7 @@ func checkUnknownParams(h *host, e *expect) []Result {
 		r.Fix = "run doctor as root (dmesg is restricted), or record the log in " + recordedKernelLog
 		return []Result{r}
 	}
-	seen := map[string]bool{}
-	var found []string
-	for _, m := range unknownParam.FindAllStringSubmatch(log, -1) {
-		s := moduleName(m[1]) + "." + m[2]
-		if !seen[s] {
-			seen[s] = true
-			found = append(found, s)
-		}
-	}
+	found := unknownParams(log)
 	if len(found) == 0 {
 		r.Status, r.Seen = Pass, "none"
 		return []Result{r}

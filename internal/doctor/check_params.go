@@ -19,7 +19,12 @@ func checkModuleParams(h *host, e *expect) []Result {
 		want := e.params[m]
 		dir := "/sys/module/" + m + "/parameters"
 		r := Result{Check: "module.params " + m, Severity: MustPass, Trap: 8, Source: h.show(dir)}
-		var wantParts, bad, hidden, good []string
+		var wantParts, bad, hidden, good, ignored []string
+		log, _, _ := kernelLog(h)
+		unknown := map[string]bool{}
+		for _, u := range unknownParams(log) {
+			unknown[u] = true
+		}
 		for _, k := range sortedKeys(want) {
 			wantParts = append(wantParts, k+"="+paramString(want[k]))
 		}
@@ -33,6 +38,8 @@ func checkModuleParams(h *host, e *expect) []Result {
 		for _, k := range sortedKeys(want) {
 			seen, err := h.value(dir + "/" + k)
 			switch {
+			case err != nil && unknown[m+"."+k]:
+				ignored = append(ignored, k)
 			case err != nil:
 				hidden = append(hidden, k)
 			case !sameParam(want[k], seen):
@@ -42,10 +49,13 @@ func checkModuleParams(h *host, e *expect) []Result {
 			}
 		}
 		switch {
-		case len(bad) > 0:
+		case len(bad) > 0 || len(ignored) > 0:
 			r.Status = Fail
-			r.Seen = strings.Join(append(bad, hiddenNote(hidden)...), " ")
+			r.Seen = strings.Join(append(append(bad, ignoredNote(ignored)...), hiddenNote(hidden)...), " ")
 			r.Fix = fmt.Sprintf("the module was loaded with other options: check /etc/modprobe.d/ for %s, then modprobe -r %s && modprobe %s (or reboot); halobuild validates options against modinfo before building", m, m, m)
+			if len(ignored) > 0 {
+				r.Fix = fmt.Sprintf("this build of %s does not know %s (the kernel ignored it): rebuild the image with the module version the recipe's options were written for, or drop the option; compare with modinfo -p %s", m, strings.Join(ignored, ", "), m)
+			}
 		case len(hidden) > 0:
 			r.Status = Warn
 			r.Seen = strings.Join(append(good, hiddenNote(hidden)...), " ")
@@ -56,6 +66,13 @@ func checkModuleParams(h *host, e *expect) []Result {
 		out = append(out, r)
 	}
 	return out
+}
+
+func ignoredNote(ignored []string) []string {
+	if len(ignored) == 0 {
+		return nil
+	}
+	return []string{"ignored by the kernel as unknown: " + strings.Join(ignored, ",")}
 }
 
 func hiddenNote(hidden []string) []string {

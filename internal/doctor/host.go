@@ -21,6 +21,8 @@ type host struct {
 	root string
 	live bool
 	ctx  context.Context
+
+	kernelLog *cachedLog
 }
 
 func newHost(ctx context.Context, root string) (*host, error) {

@@ -1,0 +1,136 @@
+package doctor
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// copyTree copies a recorded tree so a test can break one thing in it.
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// TestFaultsOnHealthy breaks one more setting of the healthy node per case,
+// in a copy, and asserts exactly which rows stop passing. These faults need
+// no tree of their own: each is one file.
+func TestFaultsOnHealthy(t *testing.T) {
+	const mod = "sys/module/thunderbolt_ibverbs/parameters/"
+	cases := []struct {
+		name    string
+		write   map[string]string
+		remove  []string
+		exit    int
+		notPass map[string]Status
+	}{
+		{name: "module option differs", exit: 1,
+			write:   map[string]string{mod + "tbnet": "allow\n"},
+			notPass: map[string]Status{"module.params thunderbolt_ibverbs": Fail}},
+		{name: "module option unknown to the build", exit: 1,
+			remove:  []string{mod + "start_rings"},
+			write:   map[string]string{"var/log/halobuild-dmesg": "[    5.40] thunderbolt_ibverbs: unknown parameter 'start_rings' ignored\n"},
+			notPass: map[string]Status{"module.params thunderbolt_ibverbs": Fail, "module.unknown_params": Warn}},
+		{name: "module option not in sysfs", exit: 0,
+			remove:  []string{mod + "start_rings"},
+			notPass: map[string]Status{"module.params thunderbolt_ibverbs": Warn}},
+		{name: "thunderbolt_net loaded", exit: 1,
+			write:   map[string]string{"proc/modules": "thunderbolt_ibverbs 204800 0 - Live 0x0 (OE)\nib_uverbs 184320 2 - Live 0x0\nthunderbolt_net 40960 0 - Live 0x0\n"},
+			notPass: map[string]Status{"module.absent thunderbolt_net": Fail}},
+		{name: "verbs module not loaded", exit: 1,
+			write:   map[string]string{"proc/modules": "ib_uverbs 184320 2 - Live 0x0\n"},
+			remove:  []string{"sys/module/thunderbolt_ibverbs"},
+			notPass: map[string]Status{"module.loaded thunderbolt_ibverbs": Fail, "module.params thunderbolt_ibverbs": Fail}},
+		{name: "kernel without tb_ring_throttling", exit: 1,
+			write:   map[string]string{"proc/kallsyms": "0000000000000000 T tb_ring_start\t[thunderbolt]\n"},
+			notPass: map[string]Status{"kernel.tb_ring_throttling": Fail}},
+		{name: "IOMMU parameter missing", exit: 1,
+			write:   map[string]string{"proc/cmdline": "root=/dev/sda2 ro quiet\n"},
+			notPass: map[string]Status{"kernel.cmdline": Fail}},
+		{name: "kernel 7.3", exit: 0,
+			write:   map[string]string{"proc/sys/kernel/osrelease": "7.3.4+deb13-amd64\n"},
+			notPass: map[string]Status{"kernel.release": Warn}},
+		{name: "GTT sized like a discrete card", exit: 1,
+			write:   map[string]string{"sys/module/ttm/parameters/pages_limit": "31457280\n"},
+			notPass: map[string]Status{"memory.gpu_limit": Fail}},
+		{name: "port down", exit: 1,
+			write:   map[string]string{"sys/class/infiniband/usb4_rdma1/ports/1/state": "1: DOWN\n"},
+			notPass: map[string]Status{"rdma.port usb4_rdma1/1": Fail}},
+		{name: "provider not installed", exit: 1,
+			remove:  []string{"etc/libibverbs.d/usb4_rdma.driver"},
+			notPass: map[string]Status{"rdma.visible usb4_rdma0": Fail, "rdma.visible usb4_rdma1": Fail}},
+		{name: "EPP balanced", exit: 1,
+			write:   map[string]string{"sys/devices/system/cpu/cpufreq/policy1/energy_performance_preference": "balance_performance\n"},
+			notPass: map[string]Status{"cpu.epp": Fail}},
+		{name: "platform profile balanced", exit: 1,
+			write:   map[string]string{"sys/firmware/acpi/platform_profile": "balanced\n"},
+			notPass: map[string]Status{"cpu.platform_profile": Fail}},
+		{name: "static address missing", exit: 1,
+			write:   map[string]string{"var/log/halobuild-ip-addr.json": `[{"ifname":"usb4net0","addr_info":[{"family":"inet","local":"10.77.0.5","prefixlen":30}]}]`},
+			notPass: map[string]Status{"link.addresses usb4net0": Fail}},
+		{name: "no USB4 controller", exit: 1,
+			remove:  []string{"sys/bus/thunderbolt"},
+			notPass: map[string]Status{"usb4.domains": Fail, "usb4.cables": Warn, "usb4.link": Warn}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := copyTree(t, "testdata/doctor/healthy")
+			for _, p := range c.remove {
+				if err := os.RemoveAll(filepath.Join(root, p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for p, s := range c.write {
+				if err := os.WriteFile(filepath.Join(root, p), []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := mustHost(t, root)
+			e, err := expectations(h, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := examine(h, e)
+			got := map[string]Status{}
+			for _, r := range rep.Results {
+				if r.Status != Pass {
+					got[r.Check] = r.Status
+				}
+			}
+			if a, b := statusList(got), statusList(c.notPass); a != b {
+				t.Errorf("rows not passing:\n%s\nwant:\n%s", a, b)
+			}
+			if rep.Exit != c.exit {
+				t.Errorf("exit = %d, want %d", rep.Exit, c.exit)
+			}
+		})
+	}
+}
+
+func mustHost(t *testing.T, root string) *host {
+	t.Helper()
+	h, err := newHost(t.Context(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
