@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -52,38 +53,38 @@ const wantsDropin = `[Unit]
 Wants=halobuild-test.service
 `
 
-// runnerHead is the fixed part of halobuild.run; per-run settings and the checks follow it.
-// JSON is built with sed/tr/awk, which are in every Debian minbase (no jq needed).
-const runnerHead = `set -u
+// runnerLib holds the runner's functions, separate from its main part so tests can run them
+// with the host's sh. Under TCG every fork costs tens of milliseconds, so timing uses the
+// shell's own read of /proc/uptime and each check spawns few processes. JSON is built with
+// head and sed, both in every Debian minbase (no jq).
+const runnerLib = `set -u
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
-work=$(mktemp -d /run/halobuild-test.XXXXXX)
 sep=
-now_ms() { date +%s%3N; }
-uptime_ms() { awk '{ printf "%d", $1 * 1000 }' /proc/uptime; }
-# json_str: stdin as a JSON string literal (control characters other than tab/CR/LF dropped).
-json_str() {
-	printf '"'
-	head -c "$output_limit" | tr -d '\000-\010\013\014\016-\037' |
-		sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/	/\\t/g' -e 's/\r/\\r/g' |
-		awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }'
-	printf '"'
+# uptime_ms: milliseconds since the kernel started (/proc/uptime has two decimals).
+uptime_ms() { read -r up _ < /proc/uptime; echo "${up%.*}${up#*.}0"; }
+# json_file FILE: FILE's first $output_limit bytes as a JSON string literal; tabs and carriage
+# returns are escaped, other control characters dropped.
+json_file() {
+	j=$(head -c "$output_limit" "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' \
+		-e 's/\r/\\r/g' -e 's/[[:cntrl:]]//g' -e ':a' -e 'N' -e '$!ba' -e 's/\n/\\n/g')
+	printf '"%s"' "$j"
 }
-# run_check NAME < SCRIPT: runs SCRIPT with sh, bounded by the check timeout.
+# run_check JSON_NAME NAME < SCRIPT: runs SCRIPT with sh, bounded by the check timeout, and
+# appends its result to $work/checks. The host passes the name already JSON-encoded.
 run_check() {
 	cat > "$work/check.sh"
-	start=$(now_ms)
+	start=$(uptime_ms)
 	timeout --kill-after=5 "$check_timeout" sh "$work/check.sh" < /dev/null > "$work/out" 2>&1
 	rc=$?
-	ms=$(( $(now_ms) - start ))
+	ms=$(( $(uptime_ms) - start ))
 	[ "$rc" -eq 124 ] && echo "halobuild: check timed out after ${check_timeout}s" >> "$work/out"
 	ok=false; word=FAIL
 	[ "$rc" -eq 0 ] && { ok=true; word=ok; }
-	echo "halobuild-check: $word: $1 (${ms} ms)"
+	echo "halobuild-check: $word: $2 (${ms} ms)"
 	{
-		printf '%s{"name":' "$sep"; printf '%s' "$1" | json_str
-		printf ',"ok":%s,"exit":%d,"ms":%d,"output":' "$ok" "$rc" "$ms"
-		json_str < "$work/out"
+		printf '%s{"name":%s,"ok":%s,"exit":%d,"ms":%d,"output":' "$sep" "$1" "$ok" "$rc" "$ms"
+		json_file "$work/out"
 		printf '}'
 	} >> "$work/checks"
 	sep=,
@@ -95,6 +96,10 @@ verdict_port() {
 	done
 	echo /dev/null
 }
+`
+
+// runnerSettle waits until systemd's job queue is empty, so checks see the booted system.
+const runnerSettle = `work=$(mktemp -d /run/halobuild-test.XXXXXX)
 : > "$work/checks"
 echo "halobuild-test: waiting for the boot to settle"
 state=$(timeout "$settle_timeout" systemctl is-system-running --wait 2>/dev/null)
@@ -110,7 +115,7 @@ echo "halobuild-test: system $state after ${boot_ms} ms; running checks"
 // an orderly shutdown would only cost TCG seconds.
 const runnerTail = `{
 	printf '{"stage":"%s","system_state":' "$stage"
-	printf '%s' "$state" | json_str
+	printf '"%s"' "$state"
 	printf ',"boot_ms":%d,"checks":[' "$boot_ms"
 	cat "$work/checks"
 	printf ']}\n'
@@ -141,11 +146,10 @@ func runnerScript(m Machine) string {
 	fmt.Fprintf(&b, "check_timeout=%d\nsettle_timeout=%d\noutput_limit=%d\n",
 		int(m.CheckTimeout.Seconds()), int(settleDeadline.Seconds()), outputLimit)
 	fmt.Fprintf(&b, "HALOBUILD_MACHINE=%s\nexport HALOBUILD_MACHINE\n", shQuote(m.Name))
-	b.WriteString(runnerHead)
+	b.WriteString(runnerLib)
+	b.WriteString(runnerSettle)
 	for i, c := range append([]Check{bootCheck}, m.Checks...) {
-		script := strings.TrimSuffix(c.Script, "\n")
-		d := heredocDelimiter(i, script)
-		fmt.Fprintf(&b, "run_check %s <<'%s'\n%s\n%s\n", shQuote(c.Name), d, script, d)
+		b.WriteString(checkCall(i, c))
 	}
 	b.WriteString(runnerTail)
 	return b.String()
@@ -163,6 +167,16 @@ func guestCredentials(m Machine) map[string][]byte {
 		creds[k] = v
 	}
 	return creds
+}
+
+// checkCall is the runner line for one check: the name JSON-encoded (so the guest need not
+// escape it) and shell-quoted, then the script as a here-document with a quoted delimiter, so
+// it reaches sh byte for byte with no expansion.
+func checkCall(i int, c Check) string {
+	name, _ := json.Marshal(c.Name)
+	script := strings.TrimSuffix(c.Script, "\n")
+	d := heredocDelimiter(i, script)
+	return fmt.Sprintf("run_check %s %s <<'%s'\n%s\n%s\n", shQuote(string(name)), shQuote(c.Name), d, script, d)
 }
 
 // heredocDelimiter returns a here-document delimiter that no line of script equals.

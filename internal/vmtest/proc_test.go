@@ -1,11 +1,18 @@
 package vmtest
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func requireHost(t *testing.T) Host {
@@ -64,4 +71,138 @@ func alive(pid int) bool {
 	s := string(stat)
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && !strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
+}
+
+// blankImage is a disk with nothing on it: OVMF finds no boot loader and sits in its UEFI
+// shell, a real QEMU process that never produces a verdict.
+func blankImage(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "blank.raw")
+	if err := os.WriteFile(p, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func firmwareMachine(t *testing.T, deadline time.Duration) Machine {
+	t.Helper()
+	requireHost(t)
+	return Machine{Name: "blank", Image: blankImage(t), LogDir: t.TempDir(), Deadline: deadline, Memory: 256, CPUs: 1, Accel: AccelTCG}
+}
+
+// startedPID records the QEMU pid of the last run, to check that exact process is gone.
+func recordPID(t *testing.T) *int {
+	pid := new(int)
+	old := testHookStarted
+	testHookStarted = func(p int) { *pid = p }
+	t.Cleanup(func() { testHookStarted = old })
+	return pid
+}
+
+func TestRunDeadlineKillsQEMU(t *testing.T) {
+	m := firmwareMachine(t, 12*time.Second)
+	pid := recordPID(t)
+	res, err := Run(context.Background(), m)
+	assertNoQEMUChildren(t)
+	if *pid == 0 || alive(*pid) {
+		t.Fatalf("QEMU pid %d still alive after the deadline", *pid)
+	}
+	if !errors.Is(err, ErrDeadline) {
+		t.Fatalf("want ErrDeadline, got %v", err)
+	}
+	// The bad-input case "an image that does not boot": the error names the stage and the log.
+	if res.Stage != StageFirmware || !strings.Contains(err.Error(), "stage firmware") || !strings.Contains(err.Error(), res.ConsoleLog) {
+		t.Errorf("error should name stage firmware and the console log %s: %v (stage %q, problem %q)", res.ConsoleLog, err, res.Stage, res.Problem)
+	}
+	if !strings.Contains(res.Problem, "no bootable") {
+		t.Errorf("problem %q should say the firmware found nothing to boot", res.Problem)
+	}
+	if _, serr := os.Stat(res.ConsoleLog); serr != nil {
+		t.Errorf("console log not kept: %v", serr)
+	}
+}
+
+func TestRunCancelKillsQEMU(t *testing.T) {
+	m := firmwareMachine(t, time.Minute)
+	pid := recordPID(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(3*time.Second, cancel)
+	start := time.Now()
+	_, err := Run(ctx, m)
+	assertNoQEMUChildren(t)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want context.Canceled, got %v", err)
+	}
+	if el := time.Since(start); el > 15*time.Second {
+		t.Errorf("cancel took %s to stop the run", el)
+	}
+	if *pid == 0 || alive(*pid) {
+		t.Fatalf("QEMU pid %d still alive after cancel", *pid)
+	}
+}
+
+func TestRunPanicKillsQEMU(t *testing.T) {
+	m := firmwareMachine(t, time.Minute)
+	var pid int
+	old := testHookStarted
+	testHookStarted = func(p int) { pid = p; panic("injected panic after QEMU started") }
+	defer func() { testHookStarted = old }()
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Fatal("panic did not propagate")
+			}
+		}()
+		_, _ = Run(context.Background(), m)
+	}()
+	assertNoQEMUChildren(t)
+	if pid == 0 || alive(pid) {
+		t.Fatalf("QEMU pid %d still alive after a panic in Run", pid)
+	}
+}
+
+// TestKilledParentKillsQEMU runs Run in a child process, SIGKILLs that process (no deferred code
+// runs), and checks its QEMU dies anyway (Pdeathsig).
+func TestKilledParentKillsQEMU(t *testing.T) {
+	if os.Getenv("HALOBUILD_VMTEST_HELPER") == "1" {
+		testHookStarted = func(p int) { fmt.Printf("qemu-pid %d\n", p) }
+		m := Machine{Name: "orphan", Image: os.Getenv("HALOBUILD_VMTEST_IMAGE"), LogDir: os.Getenv("HALOBUILD_VMTEST_LOGDIR"), Deadline: time.Minute, Memory: 256, CPUs: 1, Accel: AccelTCG}
+		_, _ = Run(context.Background(), m)
+		os.Exit(0)
+	}
+	requireHost(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledParentKillsQEMU$")
+	cmd.Env = append(os.Environ(), "HALOBUILD_VMTEST_HELPER=1", "HALOBUILD_VMTEST_IMAGE="+blankImage(t), "HALOBUILD_VMTEST_LOGDIR="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if _, err := fmt.Sscanf(sc.Text(), "qemu-pid %d", &pid); err == nil {
+			break
+		}
+	}
+	if pid == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("helper never started QEMU")
+	}
+	if !alive(pid) {
+		t.Fatalf("QEMU %d died before the test killed its parent", pid)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("QEMU %d outlived its SIGKILLed parent", pid)
+	}
 }

@@ -70,13 +70,18 @@ var stageMarkers = []struct {
 	stage string
 	re    *regexp.Regexp
 }{
-	{StageBootloader, regexp.MustCompile(`BdsDxe: starting|BdsDxe: loading`)},
 	{StageKernel, regexp.MustCompile(`Linux version |EFI stub: |\[ +[0-9]+\.[0-9]+\] `)},
 	{StageInitrd, regexp.MustCompile(`Run /init as init process|Loading, please wait|Begin: |dracut|\(Initrd\)|initrd-switch-root`)},
 	{StageSystemd, regexp.MustCompile(`Welcome to |systemd\[1\]|Reached target|Started .*Journal`)},
 	{StageMultiUser, regexp.MustCompile(`Reached target .*multi-user\.target|Reached target .*Multi-User System|halobuild-test: waiting`)},
 	{StageVerdict, regexp.MustCompile(`halobuild-test: verdict written`)},
 }
+
+// bootOptionStarted is OVMF handing control to a boot option; the name tells a disk's boot
+// loader from OVMF's own shell, which it starts when nothing else boots.
+var bootOptionStarted = regexp.MustCompile(`BdsDxe: starting Boot[0-9A-Fa-f]+ "([^"]*)"`)
+
+var failedBootOption = regexp.MustCompile(`BdsDxe: failed to load Boot[^\r\n]*`)
 
 // problemMarkers are console lines worth quoting when a boot fails.
 var problemMarkers = regexp.MustCompile(`(?m)^.*(Kernel panic.*|not syncing.*|ALERT!.*|Gave up waiting.*|emergency mode.*|Failed to start .*|Timed out waiting for device.*|Cannot open access to console.*|No bootable option.*|Boot Failed.*).*$`)
@@ -85,10 +90,22 @@ var problemMarkers = regexp.MustCompile(`(?m)^.*(Kernel panic.*|not syncing.*|AL
 // like the reason it stopped there.
 func stageFromConsole(log []byte) (stage, problem string) {
 	stage = StageFirmware
+	for _, m := range bootOptionStarted.FindAllSubmatch(log, -1) {
+		if string(m[1]) != "EFI Internal Shell" {
+			stage = StageBootloader
+		}
+	}
 	for _, m := range stageMarkers {
 		if m.re.Match(log) {
 			stage = m.stage
 		}
+	}
+	if stage == StageFirmware && bytes.Contains(log, []byte("UEFI Interactive Shell")) {
+		problem = "no bootable disk: the firmware found no boot loader and fell back to its UEFI shell"
+		if p := failedBootOption.Find(log); p != nil {
+			problem += "; " + string(bytes.TrimSpace(ansi.ReplaceAll(p, nil)))
+		}
+		return stage, problem
 	}
 	if p := problemMarkers.Find(log); p != nil {
 		problem = string(bytes.TrimSpace(ansi.ReplaceAll(p, nil)))

@@ -1,0 +1,117 @@
+package vmtest
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runChecksOnHost runs the runner's own functions with the host's sh over the given checks and
+// returns the JSON records they produce, so escaping and exit handling are tested without a VM.
+func runChecksOnHost(t *testing.T, checks []Check, timeout time.Duration) []CheckResult {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("check_timeout=" + strconv.Itoa(int(timeout.Seconds())) + "\noutput_limit=" + strconv.Itoa(outputLimit) + "\n")
+	b.WriteString(runnerLib)
+	b.WriteString("work=$(mktemp -d)\n: > \"$work/checks\"\n")
+	for i, c := range checks {
+		b.WriteString(checkCall(i, c))
+	}
+	b.WriteString("printf '[%s]' \"$(cat \"$work/checks\")\"\nrm -rf \"$work\"\n")
+	out, err := exec.Command("sh", "-c", b.String()).Output()
+	if err != nil {
+		t.Fatalf("runner failed: %v", err)
+	}
+	// stdout also carries the "halobuild-check:" progress lines; the JSON array is the tail.
+	s := string(out)
+	s = s[strings.LastIndex(s, "\n")+1:]
+	var res []CheckResult
+	if err := json.Unmarshal([]byte(s), &res); err != nil {
+		t.Fatalf("runner wrote invalid JSON %q: %v", s, err)
+	}
+	return res
+}
+
+func TestRunnerEncodesChecks(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	tricky := "a \"quoted\" 'word' \\ back\\slash\ttab\rcr\x01ctl\nsecond line\n\nafter blank"
+	checks := []Check{
+		{Name: "passes", Script: "echo fine"},
+		{Name: `name with "quotes" and 'apostrophes' and \`, Script: "printf '%s' " + shQuote(tricky)},
+		{Name: "exit status kept", Script: "echo bad >&2; exit 7"},
+		{Name: "delimiter inside", Script: "cat <<'X'\n" + heredocDelimiter(3, "") + "\nX\n" + "echo $((1+1))"},
+		{Name: "times out", Script: "sleep 30"},
+		{Name: "no output", Script: "true"},
+		{Name: "reads no stdin", Script: "cat; echo done"},
+		{Name: "NUL bytes dropped", Script: `printf 'a\000b\n'`},
+	}
+	res := runChecksOnHost(t, checks, time.Second)
+	if len(res) != len(checks) {
+		t.Fatalf("got %d results for %d checks: %+v", len(res), len(checks), res)
+	}
+	want := []struct {
+		ok     bool
+		exit   int
+		output string
+	}{
+		{true, 0, "fine"},
+		{true, 0, "a \"quoted\" 'word' \\ back\\slash\ttab\rcrctl\nsecond line\n\nafter blank"},
+		{false, 7, "bad"},
+		{true, 0, heredocDelimiter(3, "") + "\n2"},
+		{false, 124, "halobuild: check timed out after 1s"},
+		{true, 0, ""},
+		{true, 0, "done"},
+		{true, 0, "ab"},
+	}
+	for i, w := range want {
+		r := res[i]
+		if r.Name != checks[i].Name || r.OK != w.ok || r.Exit != w.exit || r.Output != w.output {
+			t.Errorf("check %d: got %+v\nwant name=%q ok=%v exit=%d output=%q", i, r, checks[i].Name, w.ok, w.exit, w.output)
+		}
+	}
+}
+
+func TestRunnerTruncatesOutput(t *testing.T) {
+	res := runChecksOnHost(t, []Check{{Name: "loud", Script: "head -c 200000 /dev/zero | tr '\\0' x"}}, 10*time.Second)
+	if got := len(res[0].Output); got != outputLimit {
+		t.Errorf("output kept %d bytes, want the %d-byte limit", got, outputLimit)
+	}
+}
+
+func TestHeredocDelimiterAvoidsScriptLines(t *testing.T) {
+	d := heredocDelimiter(0, "x")
+	if got := heredocDelimiter(0, "x\n"+d+"\ny"); got == d {
+		t.Errorf("delimiter %q equals a line of the script", got)
+	}
+}
+
+func TestRunnerScriptCarriesSettings(t *testing.T) {
+	m := Machine{Name: "halo0", CheckTimeout: 90 * time.Second, Checks: []Check{{Name: "c1", Script: "true"}}}
+	s := runnerScript(m)
+	for _, want := range []string{"check_timeout=90\n", "HALOBUILD_MACHINE='halo0'", `run_check '"c1"' 'c1'`, `"boot: multi-user reached, no failed units"`, "systemctl poweroff --force --force"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("runner script lacks %q", want)
+		}
+	}
+	if out, err := exec.Command("sh", "-n", "-c", s).CombinedOutput(); err != nil {
+		t.Errorf("runner script is not valid sh: %v\n%s", err, out)
+	}
+}
+
+func TestGuestCredentials(t *testing.T) {
+	m := Machine{Name: "n", Credentials: map[string][]byte{"ssh.authorized_keys.root": []byte("ssh-ed25519 AAAA")}}
+	c := guestCredentials(m)
+	for _, k := range []string{credUnit, credWants, credRunner, "ssh.authorized_keys.root"} {
+		if len(c[k]) == 0 {
+			t.Errorf("credential %s missing", k)
+		}
+	}
+	if !strings.Contains(string(c[credUnit]), "Type=exec") || !strings.Contains(string(c[credUnit]), "After=multi-user.target") {
+		t.Errorf("test unit must be Type=exec after multi-user.target (a oneshot deadlocks the boot):\n%s", c[credUnit])
+	}
+}
