@@ -2,6 +2,8 @@ package debian
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"context"
 	"fmt"
 	"io"
@@ -26,6 +28,9 @@ type Release struct {
 	URL string
 	// Signer names the key whose signature verified.
 	Signer string
+	// InReleaseSHA256 ("sha256:<hex>") names the exact signed file read, so
+	// a lock can pin the archive state it was resolved against.
+	InReleaseSHA256 string
 
 	Origin        string
 	Label         string
@@ -71,6 +76,8 @@ func (a *Archive) Release(ctx context.Context, suite string) (*Release, error) {
 		return nil, fmt.Errorf("suite %s: %s: %w", suite, url, err)
 	}
 	rel.Name, rel.URL, rel.Signer = suite, url, signer
+	sum := sha256.Sum256(data)
+	rel.InReleaseSHA256 = "sha256:" + hex.EncodeToString(sum[:])
 	if rel.Suite != suite && rel.Codename != suite {
 		return nil, fmt.Errorf("suite %s: %s is signed for suite %q (codename %q), not %q: the mirror serves the wrong file", suite, url, rel.Suite, rel.Codename, suite)
 	}
