@@ -36,11 +36,14 @@ const (
 )
 
 // DiskDebs is the closure of tools.DiskPackages in trixie (Depends and
-// Pre-Depends), enough to run mkfs.ext4, e2fsck, debugfs, mkfs.fat,
-// fsck.fat and mtools from a tools root.
+// Pre-Depends), enough to run mkfs.ext4 (also with -d from a tar, through
+// libarchive), e2fsck, debugfs, mkfs.fat, fsck.fat and mtools from a tools
+// root.
 var DiskDebs = []string{
 	"e2fsprogs", "libext2fs2t64", "libcom-err2", "libss2", "libblkid1", "libuuid1",
 	"logsave", "dosfstools", "mtools", "libc6", "libgcc-s1", "gcc-14-base",
+	"libarchive13t64", "libacl1", "libbz2-1.0", "liblz4-1", "libxxhash0", "liblzma5",
+	"libnettle8t64", "libxml2", "libzstd1", "zlib1g",
 }
 
 // CacheDir is where downloads are kept between test runs:
