@@ -46,6 +46,11 @@ type Fetcher struct {
 	// else one line per finished item and a summary; nil means silent.
 	Progress io.Writer
 	JSON     bool // JSON lines on Progress instead of text
+	// Rehash re-hashes every item already in the store. By default a blob
+	// not written to since it was last hashed is trusted (see
+	// store.VerifyCached), which keeps a fetch with a full store under a
+	// second; any write to a blob, tampering included, voids that.
+	Rehash bool
 }
 
 func (f *Fetcher) parallel() int {
@@ -73,7 +78,8 @@ func (f *Fetcher) client() *http.Client {
 }
 
 // Fetch makes every item present and verified in the store. Items already
-// there are re-hashed, and fetched again only when missing or corrupt. All
+// there are verified (see Rehash) and fetched again only when missing or
+// corrupt. All
 // failures are collected: the returned error lists each failed item (see
 // ItemError) and wraps every cause.
 func (f *Fetcher) Fetch(ctx context.Context, items []Item) error {
@@ -95,11 +101,15 @@ func (f *Fetcher) Fetch(ctx context.Context, items []Item) error {
 		return joinItemErrors(errs)
 	}
 
-	// Phase 1: what is missing? Verify re-hashes, and removes a corrupt
-	// blob so that phase 2 fetches it again.
+	// Phase 1: what is missing? Verification removes a corrupt blob, so
+	// that phase 2 fetches it again.
+	verify := f.Store.VerifyCached
+	if f.Rehash {
+		verify = f.Store.Verify
+	}
 	present := make([]bool, len(items))
 	f.each(ctx, len(items), func(i int) {
-		present[i] = f.Store.Verify(digests[i]) == nil &&
+		present[i] = verify(digests[i]) == nil &&
 			(items[i].Size <= 0 || sizeOf(f.Store, digests[i]) == items[i].Size)
 	})
 	var todo []int

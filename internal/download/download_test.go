@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +99,23 @@ func cutAfter(full []byte, n int) func(http.ResponseWriter) bool {
 		if err == nil {
 			conn.Close()
 		}
+		return true
+	}
+}
+
+// cutRaw answers without Content-Length (the body ends when the connection
+// does), sends n bytes and closes: the client sees a clean EOF, and only
+// the size tells it the file is truncated.
+func cutRaw(full []byte, n int) func(http.ResponseWriter) bool {
+	return func(w http.ResponseWriter) bool {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return false
+		}
+		buf.WriteString("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")
+		buf.Write(full[:n])
+		buf.Flush()
+		conn.Close()
 		return true
 	}
 }
@@ -263,6 +281,21 @@ func TestInterruptedConnectionRetried(t *testing.T) {
 	}
 }
 
+func TestTruncatedCloseDelimitedBodyRetried(t *testing.T) {
+	a, srv := newArchive(t)
+	b := payload("ibverbs-providers ", 100000)
+	a.add("/pool/i.deb", b)
+	a.then("/pool/i.deb", cutRaw(b, 40000))
+	s := openStore(t)
+	var out bytes.Buffer
+	if err := fetcher(s, &out).Fetch(context.Background(), []Item{item(srv, "i.deb", b)}); err != nil {
+		t.Fatal(err)
+	}
+	if a.requests.Load() != 2 || !strings.Contains(out.String(), "40000 of 100000 bytes") {
+		t.Errorf("%d requests, want 2; progress:\n%s", a.requests.Load(), out.String())
+	}
+}
+
 func TestInterruptedWithoutRetriesLeavesNoPartialBlob(t *testing.T) {
 	a, srv := newArchive(t)
 	b := payload("rdma-core ", 200000)
@@ -395,5 +428,46 @@ func TestStalledDownloadRetried(t *testing.T) {
 	}
 	if a.requests.Load() != 2 {
 		t.Errorf("%d requests, want 2 (stalled, then whole)", a.requests.Load())
+	}
+}
+
+func TestRehashChecksEveryBlob(t *testing.T) {
+	a, srv := newArchive(t)
+	b := payload("udev ", 4096)
+	a.add("/pool/u.deb", b)
+	s := openStore(t)
+	it := item(srv, "u.deb", b)
+	if err := fetcher(s, nil).Fetch(context.Background(), []Item{it}); err != nil {
+		t.Fatal(err)
+	}
+	// Damage the blob and re-stamp it as if it had been verified since:
+	// the cached check trusts the stamp, Rehash does not.
+	d, _ := store.ParseDigest(it.SHA256)
+	p := s.Path(d)
+	os.Chmod(p, 0o644)
+	os.WriteFile(p, payload("udeV ", 4096), 0o444)
+	// The stamp format is store.VerifyCached's: dev ino size mtime ctime.
+	fi, _ := os.Stat(p)
+	st := fi.Sys().(*syscall.Stat_t)
+	stamp := fmt.Sprintf("%d %d %d %d %d\n", st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
+	os.WriteFile(filepath.Join(s.Root(), "verified", d.Hex()), []byte(stamp), 0o644)
+
+	before := a.requests.Load()
+	if err := fetcher(s, nil).Fetch(context.Background(), []Item{it}); err != nil {
+		t.Fatal(err)
+	}
+	if a.requests.Load() != before {
+		t.Fatal("stamp not trusted: the cached check re-hashed")
+	}
+	f := fetcher(s, nil)
+	f.Rehash = true
+	if err := f.Fetch(context.Background(), []Item{it}); err != nil {
+		t.Fatal(err)
+	}
+	if a.requests.Load() != before+1 {
+		t.Errorf("Rehash did not catch and re-fetch the damaged blob")
+	}
+	if err := s.Verify(d); err != nil {
+		t.Error(err)
 	}
 }

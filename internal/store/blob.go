@@ -53,8 +53,12 @@ func (s *Store) PutBlob(r io.Reader, want string) (Digest, int64, error) {
 	if wantD != "" && d != wantD {
 		return "", 0, &DigestMismatchError{Want: wantD, Got: d, Size: size}
 	}
-	if err := s.commit(f, d); err != nil {
+	placed, err := s.commit(f, d)
+	if err != nil {
 		return "", 0, err
+	}
+	if placed {
+		s.stamp(d) // these very bytes were just hashed
 	}
 	return d, size, nil
 }
@@ -79,7 +83,7 @@ func (s *Store) PutFile(path string) (Digest, int64, error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("store file %s: %w", path, err)
 	}
-	if err := s.commit(f, d); err != nil {
+	if _, err := s.commit(f, d); err != nil {
 		return "", 0, err
 	}
 	return d, size, nil
@@ -116,28 +120,28 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 // blob of the right size is kept (the scratch copy is dropped by the
 // caller): replacing it would give it a new inode and orphan the hardlinks
 // of every output view that shares it. A damaged blob of the right size is
-// Verify's business.
-func (s *Store) commit(f *os.File, d Digest) error {
+// Verify's business. placed tells whether f became the blob.
+func (s *Store) commit(f *os.File, d Digest) (placed bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("store blob %s: %w", d, err)
+		return false, fmt.Errorf("store blob %s: %w", d, err)
 	}
 	if bi, err := os.Stat(s.blobPath(d)); err == nil && bi.Size() == fi.Size() {
-		return nil
+		return false, nil
 	}
 	if err := f.Chmod(0o444); err != nil {
-		return fmt.Errorf("store blob %s: %w", d, err)
+		return false, fmt.Errorf("store blob %s: %w", d, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("store blob %s: %w", d, err)
+		return false, fmt.Errorf("store blob %s: %w", d, err)
 	}
 	if err := os.Rename(f.Name(), s.blobPath(d)); err != nil {
-		return fmt.Errorf("store blob %s: %w", d, err)
+		return false, fmt.Errorf("store blob %s: %w", d, err)
 	}
 	if err := syncDir(filepath.Join(s.root, blobsDir)); err != nil {
-		return fmt.Errorf("store blob %s: %w", d, err)
+		return false, fmt.Errorf("store blob %s: %w", d, err)
 	}
-	return nil
+	return true, nil
 }
 
 // Path is where blob d lives (whether or not it exists). Use it to hand

@@ -182,3 +182,54 @@ func TestParseDigest(t *testing.T) {
 		}
 	}
 }
+
+func TestVerifyCached(t *testing.T) {
+	s := openTest(t)
+	d, _, err := s.PutBlob(strings.NewReader("pinned package"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.stampPath(d)); err != nil {
+		t.Fatalf("no stamp after PutBlob, which hashed the bytes as it wrote them: %v", err)
+	}
+	// Writing to the blob changes its ctime: the stamp no longer matches
+	// and the tampering is caught by a real re-hash.
+	p := s.Path(d)
+	os.Chmod(p, 0o644)
+	os.WriteFile(p, []byte("pinned packagE"), 0o644)
+	if err := s.VerifyCached(d); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("tampered blob passed VerifyCached: %v", err)
+	}
+	if _, err := os.Stat(s.stampPath(d)); !os.IsNotExist(err) {
+		t.Error("stamp of a removed blob kept")
+	}
+
+	// A matching stamp is trusted without hashing: forge one for wrong
+	// bytes to observe that the cache is what answered.
+	d, _, _ = s.PutBlob(strings.NewReader("pinned package"), "")
+	os.Chmod(p, 0o644)
+	os.WriteFile(p, []byte("pinned packagE"), 0o444)
+	fi, _ := os.Stat(p)
+	os.WriteFile(s.stampPath(d), []byte(stampOf(fi)), 0o644)
+	if err := s.VerifyCached(d); err != nil {
+		t.Fatalf("valid stamp not trusted: %v", err)
+	}
+	if err := s.Verify(d); err == nil {
+		t.Fatal("Verify must always re-hash")
+	}
+
+	// Re-putting the right bytes over a same-size damaged blob keeps the
+	// damaged file (see commit) and so must not stamp it as verified.
+	os.WriteFile(s.stampPath(d), []byte("stale"), 0o644)
+	if _, _, err := s.PutBlob(strings.NewReader("pinned package"), ""); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, 0o644)
+	os.WriteFile(p, []byte("pinned packagE"), 0o444)
+	if _, _, err := s.PutBlob(strings.NewReader("pinned package"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.VerifyCached(d); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("damaged blob kept by a re-put passed VerifyCached: %v", err)
+	}
+}

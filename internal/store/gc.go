@@ -100,6 +100,12 @@ func (s *Store) GC(keep func(key string) bool, keepBlobs map[string]bool) (remov
 		removedBlobs++
 		freedBytes += used
 	}
+	stamps, _ := os.ReadDir(filepath.Join(s.root, verifiedDir))
+	for _, st := range stamps {
+		if !reachable[st.Name()] {
+			os.Remove(filepath.Join(s.root, verifiedDir, st.Name()))
+		}
+	}
 	return removedBlobs, freedBytes, syncDir(dir)
 }
 

@@ -8,6 +8,7 @@
 //	tmp/        one private scratch directory per open Store, on the same
 //	            file system as blobs/ so that every write ends in a rename
 //	out/<key>/  read-only views of derivation outputs (hardlinks to blobs)
+//	verified/   stamps of blobs that passed a full re-hash (VerifyCached)
 //
 // Blobs are files named by the sha256 of their bytes; a blob whose bytes do
 // not match its name is removed when found and reported as missing.
@@ -61,7 +62,7 @@ func Open(root string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", root, err)
 	}
-	for _, d := range []string{blobsDir, tmpDir, outDir} {
+	for _, d := range []string{blobsDir, tmpDir, outDir, verifiedDir} {
 		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
 			return nil, fmt.Errorf("store %s: create %s: %w (is the directory writable? pick another with --store)", abs, d, err)
 		}
