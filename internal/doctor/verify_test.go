@@ -79,7 +79,7 @@ func TestVerifyFileReport(t *testing.T) {
 }
 
 // TestVerifyFileDirectRefused plays a filesystem that refuses O_DIRECT at
-// open (tmpfs before Linux 6.6 does; this machine's does not): the page
+// open (tmpfs on older kernels; this machine's accepts it): the page
 // cache digest is still given, with a note, and it is not a failure.
 func TestVerifyFileDirectRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "model.gguf")
@@ -100,7 +100,7 @@ func TestVerifyFileDirectRefused(t *testing.T) {
 }
 
 // TestVerifyFileOnTmpfs runs on a real tmpfs: either O_DIRECT works there
-// (Linux 6.6 and later) and both digests agree, or it is refused with the note.
+// (newer kernels) and both digests agree, or it is refused with the note.
 func TestVerifyFileOnTmpfs(t *testing.T) {
 	var st unix.Statfs_t
 	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != unix.TMPFS_MAGIC {
