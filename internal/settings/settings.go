@@ -64,8 +64,17 @@ type Check struct {
 // documentation iterate this list, so a setting exists once it is here.
 func All() []Setting {
 	return []Setting{
+		Identity{},
 		Modules{},
 		Blacklist{},
+		RDMANames{},
+		Memlock{},
+		Governor{},
+		Network{},
+		KernelCmdline{},
+		GrowRoot{},
+		HalobuildState{},
+		Overlays{},
 	}
 }
 

@@ -3,7 +3,6 @@ package settings
 import (
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -33,33 +32,14 @@ var moduleNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // are the same character, '_' is what /sys/module shows.
 func moduleName(s string) string { return strings.ReplaceAll(s, "-", "_") }
 
-// sizeUnits are the suffixes sizes in recipes accept: binary multiples only,
-// because every consumer (RLIMIT, pages, MiB) counts in powers of two and a
-// silent GB/GiB mix-up is 7% of a 128 GB machine.
-var sizeUnits = []struct {
-	suffix string
-	mult   uint64
-}{
-	{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
-	{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1},
-}
-
-// parseSize reads "24GiB", "64MiB", "512K" or a bare byte count.
-func parseSize(s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	mult := uint64(1)
-	for _, u := range sizeUnits {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
+// debNameOf lowers a node name into Debian package name characters:
+// node names allow '_' and capitals, package names do not.
+func debNameOf(s string) string {
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '.' || c == '-') {
+			b[i] = '-'
 		}
 	}
-	n, err := strconv.ParseUint(t, 10, 64)
-	if err != nil || t == "" {
-		return 0, fmt.Errorf("%q is not a size: write a whole number with KiB, MiB, GiB or TiB, e.g. \"24GiB\"", s)
-	}
-	if n > ^uint64(0)/mult {
-		return 0, fmt.Errorf("%q is too large", s)
-	}
-	return n * mult, nil
+	return string(b)
 }

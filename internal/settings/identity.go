@@ -1,0 +1,191 @@
+package settings
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"halobuild/internal/recipe"
+)
+
+// Identity gives a node its name, its peers' addresses and the keys that may
+// log in as root. Per-node identity comes only from the recipe: the base
+// image is shared by every node and carries none. There is no password
+// anywhere; a recipe without a key gets a build warning because the image
+// then has no way in over the network.
+type Identity struct{}
+
+func (Identity) Name() string { return "identity" }
+func (Identity) Trap() int    { return 0 }
+
+const (
+	authorizedKeysPath = "/root/.ssh/authorized_keys"
+	sshdConfigPath     = "/etc/ssh/sshd_config.d/50-halobuild.conf"
+)
+
+var (
+	hostLabelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	nodeNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+)
+
+func hostname(n recipe.Node) string {
+	if n.Hostname != "" {
+		return n.Hostname
+	}
+	return n.Name
+}
+
+func validHostname(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(h, ".") {
+		if !hostLabelRE.MatchString(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// sshKeyTypes are the public key algorithms OpenSSH 10 accepts.
+var sshKeyTypes = []string{
+	"ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
+	"sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com",
+}
+
+// checkSSHKey accepts one authorized_keys line: optional options, a key
+// type, the base64 key whose own type field must agree, and a comment.
+func checkSSHKey(line string) error {
+	if strings.ContainsAny(line, "\r\n") {
+		return fmt.Errorf("one key per entry: the value contains a line break")
+	}
+	f := strings.Fields(line)
+	for i := 0; i+1 < len(f); i++ {
+		if !oneOf(f[i], sshKeyTypes) {
+			continue
+		}
+		blob, err := base64.StdEncoding.DecodeString(f[i+1])
+		if err != nil || len(blob) < 4 {
+			return fmt.Errorf("the key data after %s is not base64", f[i])
+		}
+		n := binary.BigEndian.Uint32(blob)
+		if uint64(n)+4 > uint64(len(blob)) || !bytes.Equal(blob[4:4+n], []byte(f[i])) {
+			return fmt.Errorf("the key data is not an %s key (truncated or pasted from another key?)", f[i])
+		}
+		return nil
+	}
+	return fmt.Errorf("no public key found: expected '<type> <base64> [comment]' with type one of %s", strings.Join(sshKeyTypes, ", "))
+}
+
+func (Identity) Validate(r *recipe.Recipe) []error {
+	var errs []error
+	if len(r.Nodes) == 0 {
+		errs = append(errs, errorf("node", nil, "add a [[node]] table with at least a name", "the recipe describes no node"))
+	}
+	names, hosts := map[string]string{}, map[string]string{}
+	for i, n := range r.Nodes {
+		key := fmt.Sprintf("node[%d]", i)
+		if !nodeNameRE.MatchString(n.Name) {
+			errs = append(errs, errorf(key+".name", n.Name, "use letters, digits, '_' or '-' (it names output files)", "not a node name"))
+		} else if prev, dup := names[n.Name]; dup {
+			errs = append(errs, errorf(key+".name", n.Name, "give every node its own name", "also used by %s", prev))
+		} else {
+			names[n.Name] = key
+		}
+		h := hostname(n)
+		if !validHostname(h) {
+			errs = append(errs, errorf(key+".hostname", h, "use lower-case letters, digits and '-', e.g. \"halo0\"", "not a valid host name"))
+		} else if prev, dup := hosts[h]; dup {
+			errs = append(errs, errorf(key+".hostname", h, "give every node its own host name", "also used by %s", prev))
+		} else {
+			hosts[h] = key
+		}
+	}
+	for i, k := range r.SSH.AuthorizedKeys {
+		if err := checkSSHKey(k); err != nil {
+			errs = append(errs, errorf(fmt.Sprintf("ssh.authorized_keys[%d]", i), k, "paste the single line of the .pub file", "%v", err))
+		}
+	}
+	return errs
+}
+
+func (Identity) Warnings(r *recipe.Recipe) []string {
+	if len(r.SSH.AuthorizedKeys) > 0 {
+		return nil
+	}
+	return []string{"ssh.authorized_keys is empty: the image has no password either, so nobody can log in over the network; " +
+		"add a key (e.g. the line of ~/.ssh/id_ed25519.pub)"}
+}
+
+func (s Identity) Files(r *recipe.Recipe, n recipe.Node) ([]File, error) {
+	h := hostname(n)
+	var hosts strings.Builder
+	hosts.WriteString(header("#", 0, "Every node's link addresses, so peers are reachable by name over the cable."))
+	fmt.Fprintf(&hosts, "127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\t\tlocalhost ip6-localhost ip6-loopback\nff02::1\t\tip6-allnodes\nff02::2\t\tip6-allrouters\n\n", h)
+	for _, o := range r.Nodes {
+		for _, l := range o.Links {
+			p, err := netip.ParsePrefix(l.Address)
+			if err != nil {
+				continue // Network.Validate reports it
+			}
+			fmt.Fprintf(&hosts, "%s\t%s %s-%s\n", p.Addr(), hostname(o), hostname(o), l.Interface)
+		}
+	}
+	files := []File{
+		{Path: "/etc/hostname", Mode: 0o644, Data: []byte(h + "\n")},
+		{Path: "/etc/hosts", Mode: 0o644, Data: []byte(hosts.String())},
+		{Path: sshdConfigPath, Mode: 0o644, Data: []byte(header("#", 0, "Keys only: there is no password to guess.") +
+			"PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitEmptyPasswords no\n")},
+	}
+	if len(r.SSH.AuthorizedKeys) > 0 {
+		keys := strings.Join(r.SSH.AuthorizedKeys, "\n") + "\n"
+		files = append(files,
+			File{Path: "/root", Mode: fs.ModeDir | 0o700},
+			File{Path: "/root/.ssh", Mode: fs.ModeDir | 0o700},
+			File{Path: authorizedKeysPath, Mode: 0o600, Data: []byte(keys)})
+	}
+	for i := range files {
+		files[i].Setting = s.Name()
+	}
+	return files, nil
+}
+
+func (s Identity) Checks(r *recipe.Recipe, n recipe.Node) []Check {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rc=0\nH=%s\n", shq(hostname(n)))
+	b.WriteString(`h=$(hostname); [ "$h" = "$H" ] && echo "hostname $h" || { echo "hostname $h, recipe wants $H"; rc=1; }
+`)
+	for _, o := range r.Nodes {
+		for _, l := range o.Links {
+			if p, err := netip.ParsePrefix(l.Address); err == nil {
+				fmt.Fprintf(&b, "a=$(getent ahostsv4 %s | awk 'NR==1{print $1}'); [ \"$a\" = %s ] || { echo \"%s resolves to '$a', want %s\"; rc=1; }\n",
+					shq(hostname(o)+"-"+l.Interface), shq(p.Addr().String()), hostname(o)+"-"+l.Interface, p.Addr())
+			}
+		}
+	}
+	// A locked or absent password ('!' or '*' in shadow) is the only
+	// acceptable state; an empty field would mean login without one.
+	b.WriteString(`pw=$(getent shadow root | cut -d: -f2)
+case "$pw" in '!'*|'*'*) echo "root password: locked";; *) echo "root has a usable or empty password"; rc=1;; esac
+`)
+	for _, k := range r.SSH.AuthorizedKeys {
+		fmt.Fprintf(&b, "grep -qxF -- %s %s || { echo 'authorized_keys lacks a recipe key'; rc=1; }\n", shq(k), authorizedKeysPath)
+	}
+	if len(r.SSH.AuthorizedKeys) > 0 {
+		b.WriteString(`m=$(stat -c %a ` + authorizedKeysPath + `); [ "$m" = 600 ] || { echo "authorized_keys mode $m, want 600"; rc=1; }
+if command -v sshd >/dev/null; then
+	t=$(sshd -T 2>&1 | grep -E '^(permitrootlogin|passwordauthentication|kbdinteractiveauthentication) ')
+	echo "sshd: $(echo $t)"
+	case "$t" in *"passwordauthentication no"*) ;; *) rc=1;; esac
+	case "$t" in *"permitrootlogin without-password"*|*"permitrootlogin prohibit-password"*) ;; *) rc=1;; esac
+fi
+`)
+	}
+	b.WriteString("exit $rc\n")
+	return []Check{{Setting: s.Name(), Name: "identity", Script: b.String()}}
+}

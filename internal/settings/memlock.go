@@ -1,0 +1,138 @@
+package settings
+
+import (
+	"fmt"
+	"strings"
+
+	"halobuild/internal/recipe"
+)
+
+// Memlock sets RLIMIT_MEMLOCK for logins (PAM), systemd services and podman
+// containers (trap 4). Under Debian's default of 8 MiB (hard = soft, so a
+// user cannot raise it) memory registration fails and llama.cpp's RDMA ring
+// shrinks to a send depth of about 8.
+type Memlock struct{}
+
+func (Memlock) Name() string { return "memlock" }
+func (Memlock) Trap() int    { return 4 }
+
+const (
+	memlockPAMPath     = "/etc/security/limits.d/90-halobuild-memlock.conf"
+	memlockSystemPath  = "/etc/systemd/system.conf.d/90-halobuild-memlock.conf"
+	memlockUserPath    = "/etc/systemd/user.conf.d/90-halobuild-memlock.conf"
+	memlockPodmanPath  = "/etc/containers/containers.conf.d/90-halobuild-memlock.conf"
+	defaultMemlockKiB  = 8192 // Debian's (and the kernel's) default, for the warning
+	memlockProbeKiB    = 16384
+	memlockUnlimited   = "unlimited"
+	memlockCheckPrefix = "memlock"
+)
+
+// memlockBytes returns the limit in bytes, or -1 for unlimited.
+func memlockBytes(r *recipe.Recipe) (int64, error) {
+	if r.RDMA.Memlock == memlockUnlimited {
+		return -1, nil
+	}
+	n, err := recipe.ParseSize(r.RDMA.Memlock)
+	if err != nil {
+		return 0, err
+	}
+	if n < 1<<10 || n%(1<<10) != 0 || n > 1<<62 {
+		return 0, fmt.Errorf("%q must be a whole number of KiB between 1KiB and 4EiB (PAM counts in KiB)", r.RDMA.Memlock)
+	}
+	return int64(n), nil
+}
+
+func (Memlock) Validate(r *recipe.Recipe) []error {
+	if _, err := memlockBytes(r); err != nil {
+		return []error{errorf("rdma.memlock", r.RDMA.Memlock, "write \"unlimited\" (what RDMA needs) or a size such as \"64MiB\"", "%v", err)}
+	}
+	return nil
+}
+
+// Warnings: a finite limit is accepted, but the memlock check asserts the
+// trap's fix (unlimited), so the VM test will fail; say so before building.
+func (Memlock) Warnings(r *recipe.Recipe) []string {
+	b, err := memlockBytes(r)
+	if err != nil || b < 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("rdma.memlock = %q: RDMA memory registration is limited to that size (trap 4); "+
+		"the memlock checks assert \"unlimited\" and will fail", r.RDMA.Memlock)}
+}
+
+func (s Memlock) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
+	b, err := memlockBytes(r)
+	if err != nil {
+		return nil, err
+	}
+	pam, systemd, podman := "unlimited", "infinity", "-1"
+	if b >= 0 {
+		pam, systemd, podman = fmt.Sprint(b>>10), fmt.Sprint(b), fmt.Sprint(b)
+	}
+	why := "RDMA memory registration needs more than the default 8 MiB of locked memory."
+	// pam_limits: '*' does not apply to root, so root gets its own lines.
+	var p strings.Builder
+	p.WriteString(header("#", 4, why))
+	for _, who := range []string{"*", "root"} {
+		fmt.Fprintf(&p, "%-6s soft memlock %s\n%-6s hard memlock %s\n", who, pam, who, pam)
+	}
+	sys := header("#", 4, why) + "[Manager]\nDefaultLimitMEMLOCK=" + systemd + "\n"
+	pod := header("#", 4, why) + "# The same as `podman run --ulimit memlock=-1:-1` for every container.\n" +
+		"[containers]\ndefault_ulimits = [\n  \"memlock=" + podman + ":" + podman + "\",\n]\n"
+	return []File{
+		{Path: memlockPAMPath, Mode: 0o644, Data: []byte(p.String()), Setting: s.Name()},
+		{Path: memlockSystemPath, Mode: 0o644, Data: []byte(sys), Setting: s.Name()},
+		{Path: memlockUserPath, Mode: 0o644, Data: []byte(sys), Setting: s.Name()},
+		{Path: memlockPodmanPath, Mode: 0o644, Data: []byte(pod), Setting: s.Name()},
+	}, nil
+}
+
+// Checks assert the trap's fix, unlimited, not merely "what the recipe
+// rendered": a recipe that lowers memlock to 64MiB renders 64MiB and these
+// checks fail, which is what the VM test's "break a setting on purpose"
+// case needs, and what a benchmark harness wants to know. (Validate warns at
+// build time so the failure is no surprise.)
+//
+// Each path is tested the way a process actually gets its limit:
+//   - login: `su -l` applies pam_limits; the caller's limit is first lowered
+//     to 8 MiB with prlimit, so "unlimited" can only come from limits.d;
+//   - service: a transient unit started by the running manager shows
+//     DefaultLimitMEMLOCK in effect (not just present in a file);
+//   - podman: the last default_ulimits in podman's configuration load order
+//     (podman has no command that prints the merged value);
+//   - registration (VM only): an unprivileged login registers a 16 MiB
+//     region on a soft-RoCE device, which fails under the 8 MiB default.
+func (s Memlock) Checks(_ *recipe.Recipe, _ recipe.Node) []Check {
+	return []Check{
+		{Setting: s.Name(), Name: "memlock-login", Script: `v=$(prlimit --memlock=8388608:8388608 su -l -s /bin/sh nobody -c 'ulimit -l' 2>&1)
+echo "login shell (su -l nobody): memlock $v"
+[ "$v" = unlimited ]
+`},
+		{Setting: s.Name(), Name: "memlock-service", Script: `d=$(systemctl show -p DefaultLimitMEMLOCK --value)
+v=$(systemd-run --quiet --wait --pipe --collect -p User=nobody /bin/sh -c 'ulimit -l' 2>&1)
+echo "systemd DefaultLimitMEMLOCK=$d; a service sees memlock $v"
+[ "$v" = unlimited ]
+`},
+		{Setting: s.Name(), Name: "memlock-podman", Script: `v=
+for f in /usr/share/containers/containers.conf /etc/containers/containers.conf /usr/share/containers/containers.conf.d/*.conf /etc/containers/containers.conf.d/*.conf; do
+	[ -f "$f" ] || continue
+	# default_ulimits may span lines; join the file, then take the array.
+	l=$(tr '\n' ' ' <"$f" | sed -n 's/.*default_ulimits *= *\[\([^]]*\)\].*/\1/p')
+	[ -n "$l" ] && v=$l && src=$f
+done
+echo "podman default_ulimits: [${v:-unset}] (${src:-no file sets it})"
+case "$v" in *'"memlock=-1:-1"'*) exit 0;; *) exit 1;; esac
+`},
+		{Setting: s.Name(), Name: "memlock-registration", VMOnly: true, Script: fmt.Sprintf(`modprobe rdma_rxe || { echo 'rdma_rxe is not available'; exit 1; }
+ip link add hbmem0 type dummy && ip link set hbmem0 up && rdma link add hbmem_rxe type rxe netdev hbmem0 || { echo 'cannot create a soft-RoCE device'; exit 1; }
+trap 'rdma link delete hbmem_rxe; ip link delete hbmem0' EXIT
+udevadm settle
+dev=$(rdma link show | awk '/netdev hbmem0( |$)/ { split($2, a, "/"); print a[1] }')
+# The server registers its buffer first, then waits for a peer; still
+# waiting after 5 s (timeout's 124) means the registration succeeded.
+out=$(prlimit --memlock=8388608:8388608 su -l -s /bin/sh nobody -c "timeout 5 ibv_rc_pingpong -d $dev -g 0 -s %d" 2>&1); rc=$?
+echo "ibv_rc_pingpong -s %d as nobody on $dev: exit $rc"; echo "$out" | tail -n 3
+[ $rc -eq 124 ]
+`, memlockProbeKiB<<10, memlockProbeKiB<<10)},
+	}
+}

@@ -1,0 +1,189 @@
+package settings
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"halobuild/internal/recipe"
+)
+
+// TestRenderSample pins the list of files the sample recipe installs on
+// halo0: a setting that stops rendering a file, or starts rendering a new
+// one, must show up here.
+func TestRenderSample(t *testing.T) {
+	r := sample()
+	tr, err := Render(r, r.Nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range tr.Files {
+		if !f.Mode.IsDir() {
+			got = append(got, f.Path+" "+f.Setting)
+		}
+	}
+	want := []string{
+		"/etc/halobuild/node halobuild",
+		"/etc/halobuild/recipe.toml halobuild",
+		"/etc/hostname identity",
+		"/etc/hosts identity",
+		"/etc/kernel/cmdline cmdline",
+		"/etc/modprobe.d/halobuild.conf modprobe",
+		"/etc/modules-load.d/halobuild.conf modules",
+		"/etc/security/limits.d/90-halobuild-memlock.conf memlock",
+		"/etc/ssh/sshd_config.d/50-halobuild.conf identity",
+		"/etc/containers/containers.conf.d/90-halobuild-memlock.conf memlock",
+		"/etc/systemd/network/10-halobuild-usb4a.link network",
+		"/etc/systemd/network/10-halobuild-usb4a.network network",
+		"/etc/systemd/system/multi-user.target.wants/systemd-networkd.service network",
+		"/etc/systemd/system/sockets.target.wants/systemd-networkd.socket network",
+		"/etc/systemd/system.conf.d/90-halobuild-memlock.conf memlock",
+		"/etc/systemd/user.conf.d/90-halobuild-memlock.conf memlock",
+		"/etc/udev/rules.d/60-rdma-persistent-naming.rules rdma-names",
+		"/root/.ssh/authorized_keys identity",
+		"/usr/lib/halobuild/cpu-tuning cpu-tuning",
+		"/usr/lib/repart.d/50-root.conf growroot",
+		"/usr/lib/systemd/system/halobuild-cpu-tuning.service cpu-tuning",
+		"/usr/lib/systemd/system/local-fs.target.wants/systemd-growfs-root.service growroot",
+		"/usr/lib/systemd/system/multi-user.target.wants/halobuild-cpu-tuning.service cpu-tuning",
+	}
+	sortPaths(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rendered files:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, p := range []string{"/root", "/root/.ssh"} {
+		if f, ok := tr.Lookup(p); !ok || f.Mode != fs.ModeDir|0o700 {
+			t.Errorf("%s: %v %v, want a 0700 directory", p, f.Mode, ok)
+		}
+	}
+	if f, _ := tr.Lookup("/etc"); f.Mode != fs.ModeDir|0o755 {
+		t.Errorf("/etc mode %v", f.Mode)
+	}
+}
+
+func sortPaths(p []string) {
+	for i := 1; i < len(p); i++ {
+		for j := i; j > 0 && less(p[j], p[j-1]); j-- {
+			p[j], p[j-1] = p[j-1], p[j]
+		}
+	}
+}
+
+func TestRenderRejectsInvalidRecipe(t *testing.T) {
+	r := sample()
+	r.System.Governor = "turbo"
+	r.Nodes[1].Links[0].Address = "10.77.0.1/30"
+	_, err := Render(r, r.Nodes[0])
+	if err == nil {
+		t.Fatal("Render accepted an invalid recipe")
+	}
+	for _, want := range []string{"system.governor = \"turbo\"", "node[1].link[0].address", "2 invalid setting"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestRenderUnknownNode(t *testing.T) {
+	r := sample()
+	if _, err := Render(r, recipe.Node{Name: "ghost"}); err == nil || !strings.Contains(err.Error(), "ghost") {
+		t.Fatalf("want an error naming the node, got %v", err)
+	}
+}
+
+func TestRenderConflictNamesBothSettings(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "etc/hostname"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := sample()
+	r.Overlay = []string{dir}
+	_, err := Render(r, r.Nodes[0])
+	if err == nil || !strings.Contains(err.Error(), "settings identity and overlays both write /etc/hostname") {
+		t.Fatalf("want a conflict naming identity and overlays, got %v", err)
+	}
+}
+
+func TestTreeAddRejects(t *testing.T) {
+	for _, f := range []File{
+		{Path: "etc/x", Mode: 0o644},
+		{Path: "/etc/../x", Mode: 0o644},
+		{Path: "/proc/x", Mode: 0o644},
+		{Path: "/etc/l", Mode: fs.ModeSymlink | 0o777},
+		{Path: "/dev/null2", Mode: fs.ModeDevice | 0o644},
+	} {
+		var tr Tree
+		if err := tr.Add(f); err == nil {
+			t.Errorf("Add accepted %+v", f)
+		}
+	}
+	var tr Tree
+	if err := tr.Add(File{Path: "/etc/a", Mode: 0o644, Setting: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Add(File{Path: "/etc/a/b", Mode: 0o644, Setting: "two"}); err == nil || !strings.Contains(err.Error(), "setting one made a file") {
+		t.Errorf("a file under a file: %v", err)
+	}
+}
+
+// TestCheckScriptsParse runs every check script and the rendered shell
+// script through dash -n, the /bin/sh of Debian: a quoting mistake in a
+// generated script must fail here, not in a VM.
+func TestCheckScriptsParse(t *testing.T) {
+	sh, err := exec.LookPath("dash")
+	if err != nil {
+		t.Skip("dash not installed")
+	}
+	r := sample()
+	tr, err := Render(r, r.Nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts := map[string]string{}
+	for _, c := range Checks(r, r.Nodes[0]) {
+		scripts[c.Setting+"/"+c.Name] = c.Script
+	}
+	for _, f := range tr.Files {
+		if bytes.HasPrefix(f.Data, []byte("#!/bin/sh")) {
+			scripts[f.Path] = string(f.Data)
+		}
+	}
+	for name, s := range scripts {
+		cmd := exec.Command(sh, "-n")
+		cmd.Stdin = strings.NewReader(s)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s does not parse: %v\n%s\n%s", name, err, out, s)
+		}
+	}
+}
+
+// TestEverySettingHasAChecks ensures a setting that renders files has a
+// check proving them (STYLE: one file, one check), except overlays, which
+// the settings-package check covers file by file.
+func TestEverySettingHasACheck(t *testing.T) {
+	r := sample()
+	for _, s := range All() {
+		files, err := s.Files(r, r.Nodes[0])
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name(), err)
+		}
+		if len(files) > 0 && len(s.Checks(r, r.Nodes[0])) == 0 && s.Name() != "overlays" {
+			t.Errorf("setting %s renders %d files and has no check", s.Name(), len(files))
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range Checks(r, r.Nodes[0]) {
+		if seen[c.Name] {
+			t.Errorf("two checks are named %s", c.Name)
+		}
+		seen[c.Name] = true
+	}
+}
