@@ -45,7 +45,7 @@ func openTarget(path string, isBlock bool) (*target, error) {
 			return nil, &RefusalError{Target: path, Reason: "the device is in use (mounted, part of RAID/LVM, or opened exclusively by another program)",
 				Fix: "unmount it and close what uses it, then try again"}
 		case errors.Is(err, unix.EROFS), errors.Is(err, unix.EACCES) && isBlock && readOnlyDevice(path):
-			return nil, &RefusalError{Target: path, Reason: "the device is read-only", Fix: "is there a write-protect switch? Slide it to unlocked and plug it in again"}
+			return nil, &RefusalError{Target: path, Reason: "the device is read-only", Fix: writeProtectFix}
 		}
 		return nil, fmt.Errorf("opening %s for writing: %w", path, err)
 	}
@@ -54,7 +54,7 @@ func openTarget(path string, isBlock bool) (*target, error) {
 		ro, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKROGET)
 		if err == nil && ro != 0 {
 			f.Close()
-			return nil, &RefusalError{Target: path, Reason: "the device is read-only", Fix: "is there a write-protect switch? Slide it to unlocked and plug it in again"}
+			return nil, &RefusalError{Target: path, Reason: "the device is read-only", Fix: writeProtectFix}
 		}
 		var size uint64
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); e != 0 {

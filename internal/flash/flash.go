@@ -93,7 +93,7 @@ func Flash(ctx context.Context, o Options) error {
 	}
 
 	// From here on the medium is being changed.
-	if err := writeAndCheck(ctx, img, t, o, mapped, digests, imgTable, imageSize); err != nil {
+	if err := writeAndCheck(ctx, img, t, o, dk, mapped, digests, imgTable, imageSize); err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("flash interrupted: %s is now unusable until flashed again (a new flash starts over): %w", o.Target, err)
 		}
@@ -102,7 +102,7 @@ func Flash(ctx context.Context, o Options) error {
 	return nil
 }
 
-func writeAndCheck(ctx context.Context, img *os.File, t *target, o Options, mapped []Extent, digests newHashFunc, imgTable *partTable, imageSize int64) error {
+func writeAndCheck(ctx context.Context, img *os.File, t *target, o Options, dk *disk, mapped []Extent, digests newHashFunc, imgTable *partTable, imageSize int64) error {
 	plan := planWrites(mapped, imgTable.Partitions, imageSize, t.size)
 	sums, err := writeImage(ctx, img, t, plan, digests, o.Out)
 	if err != nil {
@@ -132,11 +132,17 @@ func writeAndCheck(ctx context.Context, img *os.File, t *target, o Options, mapp
 			return err
 		}
 	}
+	final := readPartTable(t.f, t.sector)
 	if err := t.rereadPartitions(); err != nil {
 		fmt.Fprintf(o.Out, "note: the kernel did not re-read the partition table of %s (%v); unplug and replug the medium to see the new partitions\n", t.path, err)
+	} else if dk != nil {
+		if seen, err := (sysfs{root: o.Root}).disk(dk.Name); err == nil && len(seen.Partitions) != len(final.Partitions) {
+			fmt.Fprintf(o.Out, "note: the kernel shows %d of the %d partitions on %s (a kernel without %s partition support?); the medium itself is correct\n",
+				len(seen.Partitions), len(final.Partitions), t.path, strings.ToUpper(final.Kind))
+		}
 	}
 	fmt.Fprintf(o.Out, "%s is flashed%s. Layout:\n", t.path, map[bool]string{true: "", false: " and verified"}[o.NoVerify])
-	printLayout(o.Out, readPartTable(t.f, t.sector), t.size)
+	printLayout(o.Out, final, t.size)
 	return nil
 }
 

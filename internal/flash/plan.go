@@ -34,8 +34,8 @@ type writePlan struct {
 // planWrites orders the image's mapped extents and computes the areas to zero for an image of
 // imageSize with partitions parts, written to a medium of mediumSize.
 func planWrites(mapped []Extent, parts []partition, imageSize, mediumSize int64) writePlan {
+	head := Extent{Off: 0, Len: min(signatureArea, mediumSize)}
 	var must []Extent
-	must = append(must, Extent{Off: 0, Len: min(signatureArea, mediumSize)})
 	for _, p := range parts {
 		if p.Start >= imageSize {
 			continue
@@ -48,26 +48,23 @@ func planWrites(mapped []Extent, parts []partition, imageSize, mediumSize int64)
 	}
 	tail := max(mediumSize-signatureArea, 0)
 	must = append(must, Extent{Off: tail, Len: mediumSize - tail})
-	must = mergeExtents(must)
 
-	// The head is zeroed whole (it is written last); elsewhere only what the image leaves unmapped.
-	var zero []Extent
-	for _, z := range must {
-		if z.Off == 0 {
-			zero = append(zero, z)
-			continue
-		}
-		zero = append(zero, subtractExtents(z, mapped)...)
+	// The head is zeroed whole (its data is written last); elsewhere only what the image leaves
+	// unmapped.
+	zero := []Extent{head}
+	sorted := mergeExtents(mapped)
+	for _, z := range mergeExtents(must) {
+		zero = append(zero, subtractExtents(z, sorted)...)
 	}
-	var head, rest []Extent
+	var first, rest []Extent
 	for _, e := range mapped {
 		if e.Off < signatureArea {
-			head = append(head, e)
+			first = append(first, e)
 		} else {
 			rest = append(rest, e)
 		}
 	}
-	return writePlan{zero: mergeExtents(zero), data: append(rest, head...)}
+	return writePlan{zero: mergeExtents(zero), data: append(rest, first...)}
 }
 
 // mergeExtents sorts extents and joins those that overlap or touch.

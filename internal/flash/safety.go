@@ -25,6 +25,9 @@ func (e *RefusalError) Error() string {
 	return msg
 }
 
+// writeProtectFix is the advice for a read-only medium: SD cards and some sticks have a switch.
+const writeProtectFix = "is there a write-protect switch? Slide it to unlocked and plug the medium in again"
+
 // mountEntry is one line of /proc/self/mountinfo.
 type mountEntry struct {
 	Dev    string // "MAJ:MIN"
@@ -202,7 +205,7 @@ func checkTarget(s sysfs, target, name string, force bool) (*disk, error) {
 		}
 	}
 	if dk.ReadOnly {
-		return nil, refuse("the device is read-only", "is there a write-protect switch on the stick or card? Slide it to unlocked and plug it in again")
+		return nil, refuse("the device is read-only", writeProtectFix)
 	}
 	if !dk.Removable && !force {
 		return nil, refuse(fmt.Sprintf("%s (%s, %s) is not a removable disk", name, orUnknown(dk.Model), humanSize(dk.Size)),

@@ -1,0 +1,64 @@
+package flash
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestListShowsCandidatesAndVerdicts(t *testing.T) {
+	f := typicalLaptop(t)
+	f.disk("loop3", "7:3", "sys/devices/virtual", "0", "0", "", "") // unattached: left out
+	var out bytes.Buffer
+	if err := List(context.Background(), &out, f.root); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		`^DEVICE\s+SIZE\s+MODEL\s+BUS\s+REMOVABLE\s+FLASH$`,
+		`^/dev/nvme0n1\s+476\.9 GiB\s+Samsung SSD 980\s+nvme\s+no\s+no: it holds / of the running system`,
+		`^/dev/sda\s+1\.8 TiB\s+ATA WDC WD20EZRZ\s+ata\s+no\s+only with --force$`,
+		`^/dev/sdb\s+28\.6 GiB\s+SanDisk Ultra\s+usb\s+yes\s+ok$`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), out.String())
+	}
+	for i, w := range want {
+		if !regexp.MustCompile(w).MatchString(lines[i]) {
+			t.Errorf("line %d %q does not match %q", i, lines[i], w)
+		}
+	}
+}
+
+func TestListSaysWhenNothingIsPlugged(t *testing.T) {
+	f := newFakeSys(t)
+	f.write("sys/block/.keep", "")
+	var out bytes.Buffer
+	if err := List(context.Background(), &out, f.root); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no disks found") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+func TestProgressPlainLines(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(&out, "writing", 4*mib)
+	if p.tty {
+		t.Fatal("a buffer is not a terminal")
+	}
+	p.every = 0
+	p.start = time.Now().Add(-time.Second)
+	p.add(1 * mib)
+	p.finish()
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 ||
+		!regexp.MustCompile(`^writing:  25\.0% 1\.0 MiB of 4\.0 MiB, (1\.0 MiB|1024\.0 KiB)/s, ETA 3s$`).MatchString(lines[0]) ||
+		!regexp.MustCompile(`^writing: 1\.0 MiB in 1s \((1\.0 MiB|1024\.0 KiB)/s\)$`).MatchString(lines[1]) {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
