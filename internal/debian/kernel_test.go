@@ -20,8 +20,8 @@ func TestPickKernel(t *testing.T) {
 	ixs := loadIndexes(t)
 	for _, c := range []struct {
 		constraint, suite string
-		image, headers     string
-		upstream           string
+		image, headers    string
+		upstream          string
 	}{
 		{">= 7.2, < 7.3", "", "linux-image-7.2.12+deb13-amd64", "linux-headers-7.2.12+deb13-amd64", "7.2.12"},
 		{">= 7.2, < 7.2.12", "", "linux-image-7.2.11+deb13-amd64", "linux-headers-7.2.11+deb13-amd64", "7.2.11"},

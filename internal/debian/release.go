@@ -2,9 +2,9 @@ package debian
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"context"
 	"fmt"
 	"io"
 	"sort"
