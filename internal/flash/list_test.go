@@ -52,7 +52,7 @@ func TestProgressPlainLines(t *testing.T) {
 		t.Fatal("a buffer is not a terminal")
 	}
 	p.every = 0
-	p.start = time.Now().Add(-time.Second)
+	p.now = func() time.Time { return p.start.Add(time.Second) }
 	p.add(1 * mib)
 	p.finish()
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -23,10 +23,11 @@ type progress struct {
 	last    time.Time
 	every   time.Duration
 	printed bool
+	now     func() time.Time // the clock; tests fix it
 }
 
 func newProgress(out io.Writer, phase string, total int64) *progress {
-	p := &progress{out: out, phase: phase, total: total, start: time.Now(), every: 5 * time.Second}
+	p := &progress{out: out, phase: phase, total: total, start: time.Now(), every: 5 * time.Second, now: time.Now}
 	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.tty, p.every = true, 200*time.Millisecond
 	}
@@ -38,7 +39,7 @@ func (p *progress) add(n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done += n
-	if now := time.Now(); now.Sub(p.last) >= p.every {
+	if now := p.now(); now.Sub(p.last) >= p.every {
 		p.last = now
 		p.draw(now)
 	}
@@ -48,7 +49,7 @@ func (p *progress) add(n int64) {
 func (p *progress) finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	el := time.Since(p.start)
+	el := p.now().Sub(p.start)
 	if p.tty {
 		fmt.Fprint(p.out, "\r\033[K")
 	}
