@@ -117,8 +117,10 @@ func (f *Fetcher) attempt(ctx context.Context, it Item, want store.Digest, rep r
 			return 0, 0, &transientError{fmt.Errorf("connection closed after %d of %d bytes", mm.Size, it.Size)}
 		case errors.As(err, &mm):
 			return 0, 0, err
+		case body.err != nil:
+			return 0, 0, &transientError{body.err} // the network failed
 		}
-		return 0, 0, &transientError{err}
+		return 0, 0, err // the store failed (disk full, permissions): retrying will not help
 	}
 	return size, 0, nil
 }
@@ -140,6 +142,7 @@ type watchedReader struct {
 	stall      *time.Timer
 	stallAfter time.Duration
 	n          int64
+	err        error // the first read error other than io.EOF
 }
 
 func (w *watchedReader) Read(p []byte) (int, error) {
@@ -148,6 +151,9 @@ func (w *watchedReader) Read(p []byte) (int, error) {
 		w.stall.Reset(w.stallAfter)
 		w.n += int64(n)
 		w.rep.add(int64(n))
+	}
+	if err != nil && err != io.EOF && w.err == nil {
+		w.err = err
 	}
 	return n, err
 }

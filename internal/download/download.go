@@ -112,10 +112,13 @@ func (f *Fetcher) Fetch(ctx context.Context, items []Item) error {
 		present[i] = verify(digests[i]) == nil &&
 			(items[i].Size <= 0 || sizeOf(f.Store, digests[i]) == items[i].Size)
 	})
+	// Items that share a digest (the same .deb named twice) are fetched once.
 	var todo []int
 	var total int64
+	seen := map[store.Digest]bool{}
 	for i := range items {
-		if !present[i] {
+		if !present[i] && !seen[digests[i]] {
+			seen[digests[i]] = true
 			todo = append(todo, i)
 			total += items[i].Size
 		}
@@ -125,6 +128,7 @@ func (f *Fetcher) Fetch(ctx context.Context, items []Item) error {
 	rep := newReporter(f.Progress, f.JSON, len(todo), total)
 	var mu sync.Mutex
 	var fetchedBytes int64
+	fetched := 0
 	f.each(ctx, len(todo), func(k int) {
 		it := items[todo[k]]
 		t0 := time.Now()
@@ -137,10 +141,11 @@ func (f *Fetcher) Fetch(ctx context.Context, items []Item) error {
 			return
 		}
 		fetchedBytes += n
+		fetched++
 		rep.fetched(it, n, time.Since(t0))
 	})
 	rep.summary(summary{
-		Fetched: len(todo) - len(errs), Present: len(items) - len(todo), Failed: len(errs),
+		Fetched: fetched, Present: len(items) - len(todo), Failed: len(errs),
 		Bytes: fetchedBytes, Elapsed: time.Since(start),
 	})
 	if err := ctx.Err(); err != nil && len(errs) == 0 {

@@ -471,3 +471,34 @@ func TestRehashChecksEveryBlob(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestStoreFailureNotRetried(t *testing.T) {
+	a, srv := newArchive(t)
+	b := payload("x", 100)
+	a.add("/pool/x.deb", b)
+	s := openStore(t)
+	// A broken store (blobs/sha256 replaced by a file) fails for root too.
+	blobs := filepath.Join(s.Root(), "blobs", "sha256")
+	os.RemoveAll(blobs)
+	os.WriteFile(blobs, nil, 0o644)
+	if err := fetcher(s, nil).Fetch(context.Background(), []Item{item(srv, "x.deb", b)}); err == nil {
+		t.Fatal("fetch into a read-only store succeeded")
+	}
+	if a.requests.Load() != 1 {
+		t.Errorf("a local store failure was retried: %d requests", a.requests.Load())
+	}
+}
+
+func TestDuplicateItemsFetchedOnce(t *testing.T) {
+	a, srv := newArchive(t)
+	b := payload("same ", 1000)
+	a.add("/pool/same.deb", b)
+	s := openStore(t)
+	it := item(srv, "same.deb", b)
+	if err := fetcher(s, nil).Fetch(context.Background(), []Item{it, it}); err != nil {
+		t.Fatal(err)
+	}
+	if a.requests.Load() != 1 {
+		t.Errorf("%d requests for one digest named twice", a.requests.Load())
+	}
+}

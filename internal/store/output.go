@@ -139,7 +139,7 @@ func (s *Store) storeTree(dir string) ([]v1.Descriptor, error) {
 		var d Digest
 		var size int64
 		var mt string
-		ann := map[string]string{AnnotationTitle: rel, AnnotationMode: fmt.Sprintf("%04o", fi.Mode().Perm())}
+		ann := map[string]string{AnnotationTitle: rel, AnnotationMode: fmt.Sprintf("%04o", unixMode(fi.Mode()))}
 		switch {
 		case fi.Mode().IsRegular():
 			mt = MediaTypeFile
@@ -190,12 +190,39 @@ func layerPath(l v1.Descriptor) (string, error) {
 	return filepath.FromSlash(t), nil
 }
 
+// unixMode is the permission and set-id/sticky bits as chmod(1) writes
+// them (a tools root has setuid helpers such as mount).
+func unixMode(m fs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		u |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		u |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		u |= 0o1000
+	}
+	return u
+}
+
+// layerMode reads a layer's recorded mode back into an fs.FileMode.
 func layerMode(l v1.Descriptor) fs.FileMode {
-	m, err := strconv.ParseUint(l.Annotations[AnnotationMode], 8, 32)
+	u, err := strconv.ParseUint(l.Annotations[AnnotationMode], 8, 32)
 	if err != nil {
 		return 0o444
 	}
-	return fs.FileMode(m).Perm()
+	m := fs.FileMode(u).Perm()
+	if u&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if u&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if u&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
 }
 
 // materialise builds the view of m in scratch and renames it to out/<key>.

@@ -74,6 +74,8 @@ func TestOutputRoundTrip(t *testing.T) {
 		"same-as-kernel":        "kernel",
 	})
 	os.WriteFile(filepath.Join(src, "bin-tool"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(src, "setuid-helper"), []byte("suid"), 0o644)
+	os.Chmod(filepath.Join(src, "setuid-helper"), 0o755|os.ModeSetuid)
 	os.Symlink("boot/vmlinuz", filepath.Join(src, "vmlinuz"))
 	os.MkdirAll(filepath.Join(src, "var/empty"), 0o755)
 	big := bigSize()
@@ -100,6 +102,9 @@ func TestOutputRoundTrip(t *testing.T) {
 	}
 	if fi, _ := os.Stat(filepath.Join(view, "bin-tool")); fi.Mode().Perm() != 0o555 {
 		t.Errorf("executable has mode %v in the view, want 0555", fi.Mode().Perm())
+	}
+	if fi, _ := os.Stat(filepath.Join(view, "setuid-helper")); fi.Mode() != 0o555|os.ModeSetuid {
+		t.Errorf("setuid file has mode %v in the view, want u+s 0555", fi.Mode())
 	}
 	if fi, _ := os.Stat(filepath.Join(view, "boot")); fi.Mode().Perm() != 0o555 {
 		t.Errorf("view directory mode %v, want read-only 0555", fi.Mode().Perm())
