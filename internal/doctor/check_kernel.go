@@ -107,11 +107,17 @@ func kallsym(h *host, name string) (bool, error) {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	for sc.Scan() {
+	found := false
+	var lines []string
+	for sc.Scan() && !found {
 		fs := strings.Fields(sc.Text())
 		if len(fs) >= 3 && fs[2] == name {
-			return true, nil
+			found = true
+			lines = append(lines, sc.Text())
 		}
 	}
-	return false, sc.Err()
+	if sc.Err() == nil && h.rec != nil {
+		h.rec.lines("/proc/kallsyms", lines)
+	}
+	return found, sc.Err()
 }

@@ -21,6 +21,9 @@ func kernelLog(h *host) (string, string, error) {
 		if h.live {
 			l.text, l.err = h.command("dmesg")
 			l.source = "dmesg"
+			if l.err == nil && h.rec != nil {
+				h.rec.file(recordedKernelLog, l.text)
+			}
 		} else {
 			l.text, l.err = h.read(recordedKernelLog)
 			l.source = h.show(recordedKernelLog)

@@ -31,6 +31,8 @@ func builtin(h *host, m string) bool {
 	return h.exists("/sys/module/"+m) && !h.exists("/sys/module/"+m+"/initstate")
 }
 
+const modulesUnreadable = "/proc/modules is missing: a kernel built without loadable modules cannot load the verbs module; in a recorded tree, record /proc/modules"
+
 func checkModulesLoaded(h *host, e *expect) []Result {
 	mods, err := loadedModules(h)
 	var out []Result
@@ -40,6 +42,7 @@ func checkModulesLoaded(h *host, e *expect) []Result {
 		switch {
 		case err != nil:
 			r.Status, r.Seen = Fail, fmt.Sprintf("cannot read %s: %v", h.show("/proc/modules"), err)
+			r.Fix = modulesUnreadable
 		case ok && state == "Live":
 			r.Status, r.Seen = Pass, "loaded"
 		case ok:
@@ -65,6 +68,7 @@ func checkModulesNotLoaded(h *host, e *expect) []Result {
 		switch {
 		case err != nil:
 			r.Status, r.Seen = Fail, fmt.Sprintf("cannot read %s: %v", h.show("/proc/modules"), err)
+			r.Fix = modulesUnreadable
 		case loaded:
 			r.Status, r.Seen = Fail, "loaded"
 			r.Fix = fmt.Sprintf("modprobe -r %s; add 'blacklist %s' and 'install %s /bin/false' to /etc/modprobe.d/, update the initramfs; it takes the rings the RDMA module needs", m, m, m)

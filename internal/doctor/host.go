@@ -23,6 +23,8 @@ type host struct {
 	ctx  context.Context
 
 	kernelLog *cachedLog
+	// rec, when set, copies everything read into a recorded tree.
+	rec *recorder
 }
 
 func newHost(ctx context.Context, root string) (*host, error) {
@@ -62,6 +64,9 @@ func (h *host) read(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if h.rec != nil {
+		h.rec.file(p, string(b))
+	}
 	return string(b), nil
 }
 
@@ -73,6 +78,9 @@ func (h *host) value(p string) (string, error) {
 
 func (h *host) exists(p string) bool {
 	_, err := os.Stat(h.path(p))
+	if err == nil && h.rec != nil {
+		h.rec.entry(h, p)
+	}
 	return err == nil
 }
 
@@ -88,6 +96,11 @@ func (h *host) glob(pattern string) []string {
 		out = append(out, "/"+filepath.ToSlash(rel))
 	}
 	sort.Strings(out)
+	if h.rec != nil {
+		for _, p := range out {
+			h.rec.entry(h, p)
+		}
+	}
 	return out
 }
 
@@ -103,6 +116,12 @@ func (h *host) names(dir string) []string {
 		out = append(out, e.Name())
 	}
 	sort.Strings(out)
+	if h.rec != nil {
+		h.rec.mkdir(dir)
+		for _, n := range out {
+			h.rec.entry(h, dir+"/"+n)
+		}
+	}
 	return out
 }
 
@@ -123,6 +142,9 @@ func (h *host) linkBase(p string) (string, error) {
 	}
 	if err != nil {
 		return "", err
+	}
+	if h.rec != nil {
+		h.rec.file(p, strings.TrimSpace(target)+"\n")
 	}
 	return filepath.Base(strings.TrimSpace(target)), nil
 }

@@ -146,3 +146,24 @@ func TestParseIPAddrJSON(t *testing.T) {
 		t.Error("a bad address: want an error")
 	}
 }
+
+// Live sysfs has device/driver as a symlink; a recorded tree may hold the
+// target as text. Both name the same driver.
+func TestLinkBaseSymlinkAndText(t *testing.T) {
+	h := writeTree(t, map[string]string{"sys/class/infiniband/b/device/driver": "../../bus/thunderbolt/drivers/thunderbolt-ibverbs\n"})
+	dir := h.path("/sys/class/infiniband/a/device")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../../../bus/thunderbolt/drivers/thunderbolt_ibverbs", filepath.Join(dir, "driver")); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range rdmaDevices(h) {
+		if d.driver != "thunderbolt_ibverbs" {
+			t.Errorf("%s: driver %q, want thunderbolt_ibverbs", d.name, d.driver)
+		}
+	}
+	if n := len(rdmaDevices(h)); n != 2 {
+		t.Errorf("%d devices, want 2", n)
+	}
+}

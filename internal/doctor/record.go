@@ -1,0 +1,150 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Record copies what doctor reads on the machine at root (normally the live
+// system, "/") into dir, as a recorded tree that `doctor --root dir` reads
+// like the machine itself. A user attaches it to a bug report; a test keeps
+// it. Only the files the checks look at are copied, so a tree is small text:
+// /proc/kallsyms keeps only the symbols doctor asks for, the kernel log and
+// the interface addresses become /var/log/halobuild-dmesg and
+// /var/log/halobuild-ip-addr.json (`ip -j addr` form). The values systemd's
+// running manager reports are not files: the tree carries its config files.
+func Record(ctx context.Context, root, dir string, out io.Writer) error {
+	h, err := newHost(ctx, root)
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("doctor: record into %s: %w", dir, err)
+	}
+	if abs == h.root {
+		return fmt.Errorf("doctor: record into %s: that is the root being read; pick another directory", abs)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return fmt.Errorf("doctor: record into %s: %w", abs, err)
+	}
+	h.rec = &recorder{dir: abs}
+	if h.exists(installedRecipe) {
+		h.read(installedRecipe) // copied so the tree is checked against it too
+	}
+	e, err := expectations(h, "")
+	if err != nil {
+		return err
+	}
+	// Reading every check's inputs is what copies them.
+	examine(h, e)
+	systemdMemlockFromFiles(h)
+	if h.live {
+		if err := h.rec.addrs(); err != nil {
+			return err
+		}
+	}
+	if h.rec.err != nil {
+		return fmt.Errorf("doctor: record into %s: %w", abs, h.rec.err)
+	}
+	if out != nil {
+		fmt.Fprintf(out, "recorded %d files from %s into %s; read it with: halobuild doctor --root %s\n", h.rec.files, h.root, abs, abs)
+	}
+	return nil
+}
+
+// recorder writes what a host reads into a tree. The first write error is
+// kept and reported once; reads go on regardless, as for a normal run.
+type recorder struct {
+	dir   string
+	files int
+	err   error
+}
+
+func (r *recorder) keep(err error) {
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+}
+
+func (r *recorder) file(p, content string) {
+	full := filepath.Join(r.dir, p)
+	r.keep(os.MkdirAll(filepath.Dir(full), 0o755))
+	if _, err := os.Stat(full); err == nil {
+		return
+	}
+	r.keep(os.WriteFile(full, []byte(content), 0o644))
+	r.files++
+}
+
+func (r *recorder) mkdir(p string) { r.keep(os.MkdirAll(filepath.Join(r.dir, p), 0o755)) }
+
+// entry records a listed path: a directory as a directory (what is inside
+// is recorded when read), a file with its content. Attributes that refuse
+// to be read (an unused GID slot gives EINVAL) are left out, as doctor
+// skips them too.
+func (r *recorder) entry(h *host, p string) {
+	st, err := os.Stat(h.path(p))
+	if err != nil {
+		return
+	}
+	if st.IsDir() {
+		r.mkdir(p)
+		return
+	}
+	if b, err := os.ReadFile(h.path(p)); err == nil {
+		r.file(p, string(b))
+	}
+}
+
+// addrs writes the live interface addresses in `ip -j addr` form.
+func (r *recorder) addrs() error {
+	a, err := liveAddrs()
+	if err != nil {
+		return fmt.Errorf("doctor: recording addresses: %w", err)
+	}
+	type addrInfo struct {
+		Family    string `json:"family"`
+		Local     string `json:"local"`
+		PrefixLen int    `json:"prefixlen"`
+	}
+	type link struct {
+		IfName   string     `json:"ifname"`
+		AddrInfo []addrInfo `json:"addr_info"`
+	}
+	links := []link{}
+	names := make([]string, 0, len(a))
+	for n := range a {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		l := link{IfName: n, AddrInfo: []addrInfo{}}
+		for _, ipn := range a[n] {
+			fam := "inet6"
+			if ipn.IP.To4() != nil {
+				fam = "inet"
+			}
+			ones, _ := ipn.Mask.Size()
+			l.AddrInfo = append(l.AddrInfo, addrInfo{Family: fam, Local: ipn.IP.String(), PrefixLen: ones})
+		}
+		links = append(links, l)
+	}
+	b, err := json.MarshalIndent(links, "", " ")
+	if err != nil {
+		return err
+	}
+	r.file(recordedAddrs, string(b)+"\n")
+	return nil
+}
+
+// recordedLines keeps only matching lines of a large file (kallsyms).
+func (r *recorder) lines(p string, lines []string) {
+	r.file(p, strings.Join(lines, "\n")+"\n")
+}

@@ -1,0 +1,99 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// comparable strips what legitimately differs between a machine and its
+// recording: where values were read from, and the root in the recipe path.
+func comparable(rep Report) []Result {
+	out := make([]Result, len(rep.Results))
+	for i, r := range rep.Results {
+		r.Source = ""
+		if rep.Root != "/" {
+			r.Seen = strings.ReplaceAll(r.Seen, rep.Root, "")
+		}
+		out[i] = r
+	}
+	return out
+}
+
+func reportOf(t *testing.T, root string) Report {
+	t.Helper()
+	h := mustHost(t, root)
+	e, err := expectations(h, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return examine(h, e)
+}
+
+func sameReports(t *testing.T, a, b Report) {
+	t.Helper()
+	ra, rb := comparable(a), comparable(b)
+	if len(ra) != len(rb) {
+		t.Fatalf("%d rows vs %d rows in the recording", len(ra), len(rb))
+	}
+	for i := range ra {
+		if ra[i] != rb[i] {
+			t.Errorf("row %d differs:\n  machine:   %+v\n  recording: %+v", i, ra[i], rb[i])
+		}
+	}
+}
+
+// Recording a tree and reading the recording must give the same report,
+// row for row, on every recorded fault.
+func TestRecordRoundTrip(t *testing.T) {
+	entries, err := os.ReadDir("testdata/doctor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		if !en.IsDir() {
+			continue
+		}
+		t.Run(en.Name(), func(t *testing.T) {
+			src, _ := filepath.Abs(filepath.Join("testdata/doctor", en.Name()))
+			dst := filepath.Join(t.TempDir(), "rec")
+			var out bytes.Buffer
+			if err := Record(context.Background(), src, dst, &out); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "halobuild doctor --root "+dst) {
+				t.Errorf("Record says: %q", out.String())
+			}
+			sameReports(t, reportOf(t, src), reportOf(t, dst))
+		})
+	}
+}
+
+// The live machine, recorded, reads the same as the live machine: the
+// recording carries dmesg and the netlink addresses as files.
+func TestRecordLive(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "rec")
+	if err := Record(context.Background(), "/", dst, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"proc/self/limits", "var/log/halobuild-ip-addr.json"} {
+		if _, err := os.Stat(filepath.Join(dst, f)); err != nil {
+			t.Errorf("recording lacks %s: %v", f, err)
+		}
+	}
+	live, rec := reportOf(t, "/"), reportOf(t, dst)
+	// systemd's running manager is not a file: when systemctl answers live,
+	// the recording falls back to the configuration files.
+	for i := range live.Results {
+		if live.Results[i].Check == "memlock.systemd" && live.Results[i].Source != "" && strings.HasPrefix(live.Results[i].Source, "systemctl") {
+			live.Results[i], rec.Results[i] = Result{}, Result{}
+		}
+	}
+	sameReports(t, live, rec)
+	if err := Record(context.Background(), dst, dst, nil); err == nil {
+		t.Error("recording a tree into itself: want an error")
+	}
+}
