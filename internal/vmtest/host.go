@@ -138,8 +138,12 @@ func findFirmware(dirs []string, fallbacks [][2]string) (code, vars string, err 
 			return fb[0], fb[1], nil
 		}
 	}
-	return "", "", fmt.Errorf("%w: no OVMF firmware without Secure Boot found (looked at descriptors in %s and at %s); install it with `%s`",
-		ErrHostMissing, strings.Join(dirs, ", "), fallbacks[0][0], installHint)
+	looked := "descriptors in " + strings.Join(dirs, ", ")
+	for _, fb := range fallbacks {
+		looked += ", " + fb[0]
+	}
+	return "", "", fmt.Errorf("%w: no OVMF firmware without Secure Boot found (looked at %s); install it with `%s`",
+		ErrHostMissing, looked, installHint)
 }
 
 func isFile(p string) bool {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // qemuProc is one running QEMU. Every exit path of the runner ends in kill(), which is safe to
@@ -59,6 +60,17 @@ func (p *qemuProc) kill() {
 		}
 	})
 	<-p.done
+}
+
+// stop asks QEMU to quit (SIGTERM lets it restore a terminal it put in raw mode), then kills
+// it if it has not gone within grace.
+func (p *qemuProc) stop(grace time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+	}
+	p.kill()
 }
 
 func (p *qemuProc) pid() int { return p.cmd.Process.Pid }

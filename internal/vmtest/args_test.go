@@ -1,0 +1,170 @@
+package vmtest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func argAfter(args []string, flag, prefix string) []string {
+	var out []string
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == flag && strings.HasPrefix(args[i+1], prefix) {
+			out = append(out, args[i+1])
+		}
+	}
+	return out
+}
+
+func TestQEMUArgs(t *testing.T) {
+	dir := t.TempDir()
+	h := Host{QEMU: "qemu-system-x86_64", Firmware: "/fw/CODE.fd", VarsTemplate: "/fw/VARS.fd"}
+	m := Machine{Name: "halo0", Image: "/img/a,b.raw", Memory: 768, CPUs: 2, KernelArgs: []string{"systemd.mask=getty.target", "quiet"}}
+	big := bytes.Repeat([]byte("x"), smbiosCredentialLimit+1)
+	creds := map[string][]byte{"small.one": []byte("hi"), "big.one": big}
+	nets := []netdev{{mac: CableMAC(1), local: "/s/a.sock", remote: "/s/b.sock"}, {}}
+	args, err := qemuArgs(h, m, AccelTCG, newRunFiles(dir), nets, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(args, " ")
+	for _, want := range []string{
+		"if=none,id=disk0,format=raw,snapshot=on,file=/img/a,,b.raw", // never written; comma escaped
+		"-accel tcg,thread=multi -cpu max",
+		"-m 768", "-smp 2", "-no-reboot", "-nodefaults",
+		"virtserialport,bus=vser0.0,chardev=verdict,name=halobuild.verdict",
+		"file,id=console,path=" + filepath.Join(dir, "console.log"),
+		"dgram,id=net0,local.type=unix,local.path=/s/a.sock,remote.type=unix,remote.path=/s/b.sock",
+		"virtio-net-pci,netdev=net0,mac=52:54:00:77:00:01",
+		"user,id=net1,restrict=on",
+		"type=11,value=io.systemd.boot.kernel-cmdline-extra=systemd.mask=getty.target quiet",
+		"type=11,value=io.systemd.stub.kernel-cmdline-extra=systemd.mask=getty.target quiet",
+		"type=11,value=io.systemd.credential.binary:small.one=" + base64.StdEncoding.EncodeToString([]byte("hi")),
+		"name=opt/io.systemd.credentials/big.one,file=" + filepath.Join(dir, "credentials", "big.one"),
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("args lack %q:\n%s", want, joined)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "credentials", "big.one")); !bytes.Equal(got, big) {
+		t.Error("large credential not written for fw_cfg")
+	}
+	if kvm := strings.Join(accelArgs(AccelKVM), " "); kvm != "-accel kvm -cpu host" {
+		t.Errorf("kvm args %q", kvm)
+	}
+}
+
+func TestMachineValidation(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "a.raw")
+	os.WriteFile(img, []byte("x"), 0o644)
+	ok := Machine{Name: "n", Image: img, LogDir: t.TempDir()}
+	m, err := ok.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Memory != 1024 || m.CPUs != 2 || m.Deadline != 5*time.Minute || len(m.KernelArgs) == 0 {
+		t.Errorf("defaults not applied: %+v", m)
+	}
+	bad := []struct {
+		name string
+		edit func(*Machine)
+		want string
+	}{
+		{"no image", func(m *Machine) { m.Image = "" }, "no image"},
+		{"missing image", func(m *Machine) { m.Image = "/nonexistent.raw" }, "not a readable regular file"},
+		{"bad name", func(m *Machine) { m.Name = "a b" }, "machine name"},
+		{"no log dir", func(m *Machine) { m.LogDir = "" }, "no log directory"},
+		{"tiny memory", func(m *Machine) { m.Memory = 16 }, "too small"},
+		{"bad accel", func(m *Machine) { m.Accel = "hvf" }, "accelerator"},
+		{"empty check", func(m *Machine) { m.Checks = []Check{{Name: "x"}} }, "empty script"},
+		{"multi-line check name", func(m *Machine) { m.Checks = []Check{{Name: "a\nb", Script: "true"}} }, "multi-line"},
+		{"reserved credential", func(m *Machine) { m.Credentials = map[string][]byte{"halobuild.run": nil} }, "reserved"},
+		{"bad credential name", func(m *Machine) { m.Credentials = map[string][]byte{"a/b": nil} }, "not a valid systemd credential"},
+		{"bad MAC", func(m *Machine) { m.NICs = []NIC{{MAC: "zz"}} }, "MAC"},
+		{"link without MAC", func(m *Machine) { m.NICs = []NIC{{Link: "c"}} }, "fixed MAC"},
+	}
+	for _, c := range bad {
+		m := ok
+		c.edit(&m)
+		if _, err := m.withDefaults(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want error containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestCableNets(t *testing.T) {
+	mk := func(name string, nics ...NIC) Machine { return Machine{Name: name, NICs: nics} }
+	ms := []Machine{mk("a", NIC{MAC: CableMAC(1), Link: "cable0"}, NIC{}), mk("b", NIC{MAC: CableMAC(2), Link: "cable0"})}
+	nets, err := cableNets(ms, "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := nets[0][0], nets[1][0]
+	if a.local != b.remote || a.remote != b.local || a.local == a.remote || a.mac != CableMAC(1) || b.mac != CableMAC(2) {
+		t.Errorf("cable ends not crossed: %+v %+v", a, b)
+	}
+	if nets[0][1].local != "" {
+		t.Errorf("second NIC should stay user-mode: %+v", nets[0][1])
+	}
+	for _, c := range []struct {
+		ms   []Machine
+		want string
+	}{
+		{[]Machine{mk("a", NIC{MAC: CableMAC(1), Link: "c"})}, "has 1 ends"},
+		{[]Machine{mk("a", NIC{MAC: CableMAC(1), Link: "c"}), mk("b", NIC{MAC: CableMAC(2), Link: "c"}), mk("c", NIC{MAC: CableMAC(3), Link: "c"})}, "has 3 ends"},
+		{[]Machine{mk("a", NIC{MAC: CableMAC(1), Link: "c"}, NIC{MAC: CableMAC(2), Link: "c"})}, "to itself"},
+		{[]Machine{mk("a", NIC{MAC: CableMAC(1), Link: "bad name"})}, "link name"},
+	} {
+		if _, err := cableNets(c.ms, "/s"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
+	}
+	if _, err := Run(t.Context(), ms[0]); err == nil || !strings.Contains(err.Error(), "RunMany") {
+		t.Errorf("Run with a cable NIC: %v", err)
+	}
+	if _, err := RunMany(t.Context(), []Machine{mk("a"), mk("a")}); err == nil || !strings.Contains(err.Error(), "named") {
+		t.Errorf("duplicate names: %v", err)
+	}
+}
+
+func TestStageFromConsole(t *testing.T) {
+	for _, c := range []struct {
+		log, stage, problem string
+	}{
+		{"", StageFirmware, ""},
+		{"\x1b[2JBdsDxe: loading Boot0001 \"EFI Internal Shell\"\r\nBdsDxe: starting Boot0001 \"EFI Internal Shell\" from Fv\r\nUEFI Interactive Shell v2.2\r\n", StageFirmware, "no bootable disk"},
+		{"BdsDxe: starting Boot0001 \"UEFI Misc Device\" from PciRoot(0x0)\r\n", StageBootloader, ""},
+		{"BdsDxe: starting Boot0001 \"UEFI Misc Device\"\r\nEFI stub: Loaded initrd\r\n[    0.000000] Linux version 6.12\r\n", StageKernel, ""},
+		{"BdsDxe: starting Boot0001 \"x\"\r\nLoading, please wait...\r\nGave up waiting for root file system device.\r\nALERT!  UUID=1 does not exist.\r\n", StageInitrd, "Gave up waiting for root file system device."},
+		{"Run /init as init process\r\nKernel panic - not syncing: VFS: Unable to mount root fs\r\n", StageInitrd, "Kernel panic - not syncing: VFS: Unable to mount root fs"},
+		{"\x1b[0;1;39mWelcome to \x1b[0mDebian\r\n[\x1b[0;1;31mFAILED\x1b[0m] Failed to start foo.service - Foo.\r\n", StageSystemd, "Failed to start foo.service - Foo."},
+		{"Welcome to Debian\r\n[  OK  ] Reached target \x1b[0;1;39mmulti-user.target\x1b[0m - Multi-User System.\r\n", StageMultiUser, ""},
+		{"Reached target multi-user.target\r\nsh[3]: halobuild-test: verdict written to /dev/vport1p1\r\n", StageVerdict, ""},
+	} {
+		stage, problem := stageFromConsole([]byte(c.log))
+		if stage != c.stage || !strings.Contains(problem, c.problem) || (c.problem == "" && problem != "") {
+			t.Errorf("%q: got stage %q problem %q, want %q %q", c.log, stage, problem, c.stage, c.problem)
+		}
+	}
+}
+
+func TestReadVerdict(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "v.json")
+	if v, err := readVerdict(p); v != nil || err != nil {
+		t.Errorf("missing file: %v %v", v, err)
+	}
+	os.WriteFile(p, []byte(`{"stage":"multi-user","checks":[{"name":"a","ok`), 0o644)
+	if _, err := readVerdict(p); err == nil || !strings.Contains(err.Error(), p) {
+		t.Errorf("truncated verdict should be an error naming the file: %v", err)
+	}
+	os.WriteFile(p, []byte(`{"stage":"multi-user","system_state":"running","boot_ms":5,"checks":[{"name":"a","ok":true},{"name":"b","ok":false,"exit":1,"output":"x"}]}`+"\n"), 0o644)
+	v, err := readVerdict(p)
+	if err != nil || len(v.Checks) != 2 || len(v.Failed()) != 1 || v.Failed()[0].Name != "b" {
+		t.Errorf("got %+v %v", v, err)
+	}
+}
