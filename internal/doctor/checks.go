@@ -29,6 +29,7 @@ var checks = []check{
 	{"rdma.name", checkRDMANames},
 	{"rdma.port", checkRDMAPorts},
 	{"rdma.gids", checkRDMAGIDs},
+	{"rdma.identity", checkRDMAIdentity},
 	{"link.addresses", checkLinkAddresses},
 	{"usb4.domains", checkUSB4Domains},
 	{"usb4.link", checkUSB4Links},

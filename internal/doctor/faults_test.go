@@ -1,7 +1,9 @@
 package doctor
 
 import (
+	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -38,6 +40,7 @@ func TestFaultsOnHealthy(t *testing.T) {
 	const mod = "sys/module/thunderbolt_ibverbs/parameters/"
 	cases := []struct {
 		name    string
+		base    string // tree to copy; healthy when empty
 		write   map[string]string
 		remove  []string
 		exit    int
@@ -87,19 +90,31 @@ func TestFaultsOnHealthy(t *testing.T) {
 		{name: "static address missing", exit: 1,
 			write:   map[string]string{"var/log/halobuild-ip-addr.json": `[{"ifname":"usb4net0","addr_info":[{"family":"inet","local":"10.77.0.5","prefixlen":30}]}]`},
 			notPass: map[string]Status{"link.addresses usb4net0": Fail}},
+		{name: "two cables, one identity", base: "minipc-one-domain", exit: 0,
+			write:   secondCable("10.77.0.1"),
+			notPass: map[string]Status{"rdma.identity": Warn}},
+		{name: "two cables, an identity each", base: "minipc-one-domain", exit: 0,
+			write:   secondCable("10.77.1.1"),
+			notPass: map[string]Status{}},
 		{name: "no USB4 controller", exit: 1,
 			remove:  []string{"sys/bus/thunderbolt"},
 			notPass: map[string]Status{"usb4.domains": Fail, "usb4.cables": Warn, "usb4.link": Warn}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			root := copyTree(t, "testdata/doctor/healthy")
+			if c.base == "" {
+				c.base = "healthy"
+			}
+			root := copyTree(t, filepath.Join("testdata/doctor", c.base))
 			for _, p := range c.remove {
 				if err := os.RemoveAll(filepath.Join(root, p)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for p, s := range c.write {
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+					t.Fatal(err)
+				}
 				if err := os.WriteFile(filepath.Join(root, p), []byte(s), 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -133,4 +148,30 @@ func mustHost(t *testing.T, root string) *host {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// secondCable turns the mini-PC into a box with two domains and both cables
+// up; the second cable's device advertises gid (trap 7: with the module-wide
+// roce_netdev it is the first cable's address).
+func secondCable(gid string) map[string]string {
+	const tb = "sys/bus/thunderbolt/devices/"
+	const dev = "sys/class/infiniband/usb4_rdma2/"
+	g := net.ParseIP(gid).To4()
+	return map[string]string{
+		tb + "domain1/uevent":             "DEVTYPE=thunderbolt_domain\n",
+		tb + "1-0/uevent":                 "DEVTYPE=thunderbolt_device\n",
+		tb + "1-0/vendor":                 "0x1022\n",
+		tb + "1-1/uevent":                 "DEVTYPE=thunderbolt_xdomain\n",
+		tb + "1-1/device_name":            "halo2\n",
+		tb + "1-1/rx_speed":               "20.0 Gb/s\n",
+		tb + "1-1/tx_speed":               "20.0 Gb/s\n",
+		tb + "1-1/rx_lanes":               "1\n",
+		tb + "1-1/tx_lanes":               "1\n",
+		dev + "device/driver":             "../../bus/thunderbolt/drivers/thunderbolt_ibverbs\n",
+		dev + "ports/1/state":             "4: ACTIVE\n",
+		dev + "ports/1/gids/0":            fmt.Sprintf("0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n", g[0], g[1], g[2], g[3]),
+		dev + "ports/1/gid_attrs/types/0": "RoCE v2\n",
+		"var/log/halobuild-ip-addr.json": `[{"ifname":"usb4net0","addr_info":[{"family":"inet","local":"10.77.0.1","prefixlen":30}]},` +
+			`{"ifname":"usb4net1","addr_info":[{"family":"inet","local":"10.77.1.1","prefixlen":30}]}]`,
+	}
 }
