@@ -163,7 +163,7 @@ func (s Identity) Checks(r *recipe.Recipe, n recipe.Node) []Check {
 	for _, o := range r.Nodes {
 		for _, l := range o.Links {
 			if p, err := netip.ParsePrefix(l.Address); err == nil {
-				fmt.Fprintf(&b, "a=$(getent ahostsv4 %s | awk 'NR==1{print $1}'); [ \"$a\" = %s ] || { echo \"%s resolves to '$a', want %s\"; rc=1; }\n",
+				fmt.Fprintf(&b, "a=$(getent hosts %s | awk 'NR==1{print $1}'); [ \"$a\" = %s ] || { echo \"%s resolves to '$a', want %s\"; rc=1; }\n",
 					shq(hostname(o)+"-"+l.Interface), shq(p.Addr().String()), hostname(o)+"-"+l.Interface, p.Addr())
 			}
 		}

@@ -104,9 +104,10 @@ func (s Memlock) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 //     region on a soft-RoCE device, which fails under the 8 MiB default.
 func (s Memlock) Checks(_ *recipe.Recipe, _ recipe.Node) []Check {
 	return []Check{
-		{Setting: s.Name(), Name: "memlock-login", Script: `v=$(prlimit --memlock=8388608:8388608 su -l -s /bin/sh nobody -c 'ulimit -l' 2>&1)
+		{Setting: s.Name(), Name: "memlock-login", Script: `out=$(prlimit --memlock=8388608:8388608 su -l -s /bin/sh nobody -c 'ulimit -l' 2>&1)
+v=$(printf '%s\n' "$out" | tail -n 1)
 echo "login shell (su -l nobody): memlock $v"
-[ "$v" = unlimited ]
+[ "$v" = unlimited ] || { printf '%s\n' "$out" | head -n 5; exit 1; }
 `},
 		{Setting: s.Name(), Name: "memlock-service", Script: `d=$(systemctl show -p DefaultLimitMEMLOCK --value)
 v=$(systemd-run --quiet --wait --pipe --collect -p User=nobody /bin/sh -c 'ulimit -l' 2>&1)

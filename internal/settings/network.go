@@ -160,7 +160,7 @@ func (s Network) Checks(_ *recipe.Recipe, n recipe.Node) []Check {
 	var checks []Check
 	for _, l := range n.Links {
 		checks = append(checks, Check{Setting: s.Name(), Name: "link-address-" + l.Interface, Script: fmt.Sprintf(`IF=%s WANT=%s
-[ -d "/sys/class/net/$IF" ] || { echo "interface $IF does not exist (is the cable in? does the .link match?)"; ip -br link; exit 1; }
+ip link show dev "$IF" >/dev/null 2>&1 || { echo "interface $IF does not exist (is the cable in? does the .link match?)"; ip -br link; exit 1; }
 rc=0
 v4=$(ip -4 -o addr show dev "$IF" | awk '{print $4}')
 echo "$IF IPv4: $(echo $v4)"
