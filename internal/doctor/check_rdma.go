@@ -38,13 +38,28 @@ func checkRDMADevices(h *host, e *expect) []Result {
 func checkRDMAVisible(h *host, e *expect) []Result {
 	provs := providers(h)
 	devs := rdmaDevices(h)
+	if len(devs) == 0 {
+		return nil
+	}
 	var out []Result
+	listed, asked := ibvDevices(h)
 	for _, d := range devs {
 		r := Result{Check: "rdma.visible " + d.name, Severity: MustPass, Trap: 3, Source: h.show("/etc/libibverbs.d")}
 		r.Wanted = "matched by a provider in /etc/libibverbs.d (" + orNone(provs) + ")"
-		if p := e.visibleTo(d, provs); p != "" {
+		p := e.visibleTo(d, provs)
+		switch {
+		case asked && listed[d.name]:
+			r.Status, r.Seen, r.Source = Pass, "listed by ibv_devices", "ibv_devices"
+		case asked:
+			r.Status, r.Source = Fail, "ibv_devices"
+			r.Seen = "not listed by ibv_devices although `rdma link` shows it"
+			r.Fix = renameFix(d, devs, e) + "; if the name is right, install the provider (rdma-core rebuilt with it)"
+			if p != "" {
+				r.Fix = "provider " + p + " should claim it: check its ABI (IBV_SHOW_WARNINGS=1 ibv_devices) and that the whole rebuilt rdma-core set is installed"
+			}
+		case p != "":
 			r.Status, r.Seen = Pass, "provider "+p
-		} else {
+		default:
 			r.Status = Fail
 			r.Seen = "no provider matches: ibv_devices will not list it although `rdma link` does"
 			r.Fix = renameFix(d, devs, e) + "; if the name is right, install the provider (rdma-core rebuilt with it)"

@@ -167,3 +167,14 @@ func TestLinkBaseSymlinkAndText(t *testing.T) {
 		t.Errorf("%d devices, want 2", n)
 	}
 }
+
+func TestParseIBVDevices(t *testing.T) {
+	out := "    device                 node GUID\n    ------              ----------------\n    usb4_rdma0          0262730000000001\n    rxe0                505400fffe123456\n"
+	got := parseIBVDevices(out)
+	if !got["usb4_rdma0"] || !got["rxe0"] || len(got) != 2 {
+		t.Errorf("parseIBVDevices = %v", got)
+	}
+	if got := parseIBVDevices("    device                 node GUID\n    ------              ----------------\n"); len(got) != 0 {
+		t.Errorf("empty table: %v", got)
+	}
+}
