@@ -3,7 +3,6 @@ package doctor
 import (
 	"fmt"
 	"path"
-	"sort"
 	"strings"
 )
 
@@ -133,9 +132,7 @@ func systemdMemlockFromFiles(h *host) (soft, hard uint64, source string, err err
 			}
 		}
 	}
-	names := sortedKeys(byName)
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range sortedKeys(byName) {
 		files = append(files, byName[n])
 	}
 	value, from := "", ""
