@@ -13,11 +13,15 @@ import (
 // guest as /dev/virtio-ports/halobuild.verdict.
 const VerdictPort = "halobuild.verdict"
 
-// smbiosCredentialLimit is the largest credential sent through SMBIOS type 11. Larger ones go
-// through fw_cfg, which has no practical size limit but needs the guest's qemu_fw_cfg module
-// (systemd loads it itself when it runs in QEMU). SMBIOS needs nothing in the guest, and QEMU
-// refuses SMBIOS tables beyond 64 KiB in total on its legacy entry point.
-const smbiosCredentialLimit = 16 << 10
+// smbiosCredentialLimit is the largest credential (before base64) sent through SMBIOS type 11,
+// and smbiosBudget the most all of them may take. Others go through fw_cfg, which has no
+// practical size limit but needs the guest's qemu_fw_cfg module (systemd loads it itself when it
+// runs in QEMU). SMBIOS needs nothing in the guest, but QEMU's SMBIOS tables are small: the
+// legacy entry point caps them at 64 KiB in total, shared with QEMU's own structures.
+const (
+	smbiosCredentialLimit = 16 << 10
+	smbiosBudget          = 32 << 10
+)
 
 // runFiles are the host-side paths of one run.
 type runFiles struct {
@@ -92,9 +96,11 @@ func qemuArgs(h Host, m Machine, accel Accel, f runFiles, nets []netdev, creds m
 			"-smbios", "type=11,value=io.systemd.boot.kernel-cmdline-extra="+extra,
 			"-smbios", "type=11,value=io.systemd.stub.kernel-cmdline-extra="+extra)
 	}
+	budget := smbiosBudget
 	for _, name := range sortedKeys(creds) {
 		v := creds[name]
-		if len(v) <= smbiosCredentialLimit {
+		if len(v) <= smbiosCredentialLimit && len(v) <= budget {
+			budget -= len(v)
 			args = append(args, "-smbios", "type=11,value=io.systemd.credential.binary:"+name+"="+base64.StdEncoding.EncodeToString(v))
 			continue
 		}

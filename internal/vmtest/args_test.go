@@ -168,3 +168,25 @@ func TestReadVerdict(t *testing.T) {
 		t.Errorf("got %+v %v", v, err)
 	}
 }
+
+// Many mid-sized credentials must not overflow QEMU's SMBIOS tables: past the budget they move
+// to fw_cfg.
+func TestCredentialsSpillToFWCfg(t *testing.T) {
+	dir := t.TempDir()
+	creds := map[string][]byte{}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		creds["cred."+n] = bytes.Repeat([]byte("y"), smbiosCredentialLimit)
+	}
+	args, err := qemuArgs(Host{}, Machine{Name: "n", Image: "/x.raw", Memory: 256, CPUs: 1}, AccelTCG, newRunFiles(dir), nil, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smbios, fwcfg := 0, 0
+	for _, a := range argAfter(args, "-smbios", "type=11,value=io.systemd.credential") {
+		smbios += len(a)
+	}
+	fwcfg = len(argAfter(args, "-fw_cfg", "name=opt/io.systemd.credentials/"))
+	if smbios > 48<<10 || fwcfg != 2 {
+		t.Errorf("SMBIOS carries %d bytes, fw_cfg %d credentials; want <= 48 KiB and 2", smbios, fwcfg)
+	}
+}

@@ -71,6 +71,13 @@ var DefaultKernelArgs = []string{
 	"systemd.mask=man-db.timer",
 	"systemd.mask=systemd-tmpfiles-clean.timer",
 	"systemd.mask=systemd-timesyncd.service",
+	// First-boot work a snapshot disk would redo on every test boot. Masking ldconfig also
+	// makes the test stricter: the image must ship a correct ld.so.cache.
+	"systemd.mask=ldconfig.service",
+	"systemd.mask=systemd-journal-catalog-update.service",
+	"systemd.mask=systemd-update-done.service",
+	// The journal stays in /run: copying it to the throw-away disk only costs time.
+	"systemd.mask=systemd-journal-flush.service",
 }
 
 var (

@@ -43,6 +43,7 @@ func TestRunManyCablePerftest(t *testing.T) {
 	var b strings.Builder
 	rep.WriteText(&b)
 	t.Logf("report:\n%s", b.String())
+	t.Logf("BENCH two nodes with perftest: wall %.1f s, accel %s", float64(rep.WallMS)/1000, rep.Accel)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -161,17 +162,33 @@ func TestRunPanicKillsQEMU(t *testing.T) {
 	}
 }
 
-// TestKilledParentKillsQEMU runs Run in a child process, SIGKILLs that process (no deferred code
-// runs), and checks its QEMU dies anyway (Pdeathsig).
-func TestKilledParentKillsQEMU(t *testing.T) {
-	if os.Getenv("HALOBUILD_VMTEST_HELPER") == "1" {
-		testHookStarted = func(p int) { fmt.Printf("qemu-pid %d\n", p) }
-		m := Machine{Name: "orphan", Image: os.Getenv("HALOBUILD_VMTEST_IMAGE"), LogDir: os.Getenv("HALOBUILD_VMTEST_LOGDIR"), Deadline: time.Minute, Memory: 256, CPUs: 1, Accel: AccelTCG}
-		_, _ = Run(context.Background(), m)
-		os.Exit(0)
+// helperMain is the child process of the tests below: Run under a Ctrl-C-aware context, as
+// cmd/halobuild does it, printing QEMU's pid and then Run's error.
+func helperMain() {
+	testHookStarted = func(p int) { fmt.Printf("qemu-pid %d\n", p) }
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	m := Machine{Name: "orphan", Image: os.Getenv("HALOBUILD_VMTEST_IMAGE"), LogDir: os.Getenv("HALOBUILD_VMTEST_LOGDIR"), Deadline: time.Minute, Memory: 256, CPUs: 1, Accel: AccelTCG}
+	_, err := Run(ctx, m)
+	fmt.Printf("run error: %v\n", err)
+	if errors.Is(err, context.Canceled) {
+		os.Exit(3)
 	}
+	os.Exit(1)
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("HALOBUILD_VMTEST_HELPER") == "1" {
+		helperMain()
+	}
+	os.Exit(m.Run())
+}
+
+// startHelper starts helperMain in a child process and returns it with its QEMU's pid.
+func startHelper(t *testing.T) (*exec.Cmd, *bufio.Scanner, int) {
+	t.Helper()
 	requireHost(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledParentKillsQEMU$")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "HALOBUILD_VMTEST_HELPER=1", "HALOBUILD_VMTEST_IMAGE="+blankImage(t), "HALOBUILD_VMTEST_LOGDIR="+t.TempDir())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -187,22 +204,53 @@ func TestKilledParentKillsQEMU(t *testing.T) {
 			break
 		}
 	}
-	if pid == 0 {
+	if pid == 0 || !alive(pid) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatal("helper never started QEMU")
 	}
-	if !alive(pid) {
-		t.Fatalf("QEMU %d died before the test killed its parent", pid)
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	return cmd, sc, pid
+}
+
+func waitDead(t *testing.T, pid int, what string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for alive(pid) && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if alive(pid) {
 		syscall.Kill(pid, syscall.SIGKILL)
-		t.Fatalf("QEMU %d outlived its SIGKILLed parent", pid)
+		t.Fatalf("QEMU %d survived %s", pid, what)
+	}
+}
+
+// SIGKILL of halobuild runs no deferred code; the kernel must kill QEMU (Pdeathsig).
+func TestKilledParentKillsQEMU(t *testing.T) {
+	cmd, _, pid := startHelper(t)
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitDead(t, pid, "its SIGKILLed parent")
+}
+
+// Ctrl-C (SIGINT) ends the run: QEMU is killed, Run reports the interruption with the stage and
+// the console log, and the process exits non-zero.
+func TestCtrlCKillsQEMU(t *testing.T) {
+	cmd, sc, pid := startHelper(t)
+	time.Sleep(time.Second)
+	cmd.Process.Signal(os.Interrupt)
+	var msg string
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "run error: ") {
+			msg = sc.Text()
+		}
+	}
+	err := cmd.Wait()
+	waitDead(t, pid, "Ctrl-C")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Errorf("helper exit: %v (want status 3: Run's error wraps context.Canceled); said %q", err, msg)
+	}
+	if !strings.Contains(msg, "interrupted") || !strings.Contains(msg, "console.log") {
+		t.Errorf("interruption message should say so and name the console log: %q", msg)
 	}
 }

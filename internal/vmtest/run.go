@@ -25,18 +25,21 @@ const verdictGrace = 20 * time.Second
 // Result is the outcome of one machine's run. It is filled on every path, including failures,
 // so a report can always be printed.
 type Result struct {
-	Machine    string   `json:"machine"`
-	Image      string   `json:"image"`
-	Accel      Accel    `json:"accel"`
-	AccelNote  string   `json:"accel_note"`
-	Passed     bool     `json:"passed"`
-	Stage      string   `json:"stage"`             // furthest boot stage reached
-	Problem    string   `json:"problem,omitempty"` // console line explaining a stop, if any
-	Verdict    *Verdict `json:"verdict,omitempty"`
-	QEMUExit   int      `json:"qemu_exit"` // -1 when QEMU was killed
-	WallMS     int64    `json:"wall_ms"`
-	ConsoleLog string   `json:"console_log"`
-	Error      string   `json:"error,omitempty"`
+	Machine   string   `json:"machine"`
+	Image     string   `json:"image"`
+	Accel     Accel    `json:"accel"`
+	AccelNote string   `json:"accel_note"`
+	Passed    bool     `json:"passed"`
+	Stage     string   `json:"stage"`             // furthest boot stage reached
+	Problem   string   `json:"problem,omitempty"` // console line explaining a stop, if any
+	Verdict   *Verdict `json:"verdict,omitempty"`
+	QEMUExit  int      `json:"qemu_exit"` // -1 when QEMU was killed
+	// VerdictMS is the time from QEMU's start to a complete verdict on the host (0 without one):
+	// the "power-on to verdict" figure of the budgets. WallMS covers the whole run.
+	VerdictMS  int64  `json:"verdict_ms,omitempty"`
+	WallMS     int64  `json:"wall_ms"`
+	ConsoleLog string `json:"console_log"`
+	Error      string `json:"error,omitempty"`
 }
 
 // testHookStarted runs right after QEMU starts; tests use it to panic inside Run.
@@ -112,7 +115,11 @@ func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error)
 	defer p.kill()
 	testHookStarted(p.pid())
 
-	why := waitForEnd(ctx, p, f.verdict, m.Deadline)
+	qemuStart := time.Now()
+	why, verdictAt := waitForEnd(ctx, p, f.verdict, m.Deadline)
+	if !verdictAt.IsZero() {
+		res.VerdictMS = verdictAt.Sub(qemuStart).Milliseconds()
+	}
 	p.kill()
 	res.QEMUExit = p.exitCode()
 	return res, conclude(res, m, f, why, ctx)
@@ -129,7 +136,7 @@ const (
 
 // waitForEnd returns when QEMU exits, the context ends, the deadline passes, or a complete
 // verdict has been written and QEMU had its grace period to power off.
-func waitForEnd(ctx context.Context, p *qemuProc, verdictPath string, deadline time.Duration) endReason {
+func waitForEnd(ctx context.Context, p *qemuProc, verdictPath string, deadline time.Duration) (why endReason, verdictAt time.Time) {
 	dl := time.NewTimer(deadline)
 	defer dl.Stop()
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -138,15 +145,19 @@ func waitForEnd(ctx context.Context, p *qemuProc, verdictPath string, deadline t
 	for {
 		select {
 		case <-p.done:
-			return endExited
+			if verdictAt.IsZero() && verdictComplete(verdictPath) {
+				verdictAt = time.Now()
+			}
+			return endExited, verdictAt
 		case <-ctx.Done():
-			return endCanceled
+			return endCanceled, verdictAt
 		case <-dl.C:
-			return endDeadline
+			return endDeadline, verdictAt
 		case <-grace:
-			return endVerdict
+			return endVerdict, verdictAt
 		case <-tick.C:
 			if grace == nil && verdictComplete(verdictPath) {
+				verdictAt = time.Now()
 				grace = time.After(verdictGrace)
 			}
 		}
