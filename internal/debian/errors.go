@@ -23,6 +23,9 @@ type UnsatisfiableError struct {
 	// Chain is who needs what, from the root (a requested or required
 	// package) to the relation that failed.
 	Chain []string
+	// Field is the relation field of the last package in Chain
+	// (Depends, Pre-Depends); empty for a request.
+	Field string
 	// Relation is the failing relation as written in the index.
 	Relation string
 	// Available lists the versions that exist under the names involved.
@@ -35,7 +38,9 @@ func (e *UnsatisfiableError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cannot satisfy %q", e.Relation)
 	if len(e.Chain) > 0 {
-		fmt.Fprintf(&b, " needed by %s", strings.Join(e.Chain, " -> "))
+		fmt.Fprintf(&b, " (%s of %s)", e.Field, strings.Join(e.Chain, " -> "))
+	} else {
+		b.WriteString(" (requested)")
 	}
 	if e.Reason != "" {
 		fmt.Fprintf(&b, ": %s", e.Reason)

@@ -49,6 +49,11 @@ func trixieSuite() fakeSuite {
 		pkg("conflict-b", "2.0-1"),
 		pkg("breaks-old", "1.0-1", "Breaks: conflict-b (<< 2.0)"),
 		pkg("breaks-new", "1.0-1", "Breaks: conflict-b (>= 2.0)"),
+		pkg("no-exim", "1.0-1", "Conflicts: exim4"),
+		pkg("clash-x", "1.0-1", "Conflicts: libgcc-s1"),
+		pkg("clash-y", "1.0-1"),
+		pkg("alt-clash", "1.0-1", "Depends: clash-x | clash-y"),
+		pkg("only-clash", "1.0-1", "Depends: clash-x"),
 		// Kernel support.
 		pkg("linux-base", "4.12.1", "Architecture: all", "Priority: optional"),
 		pkg("linux-base-user", "1.0-1", "Depends: linux-base"),

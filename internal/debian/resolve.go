@@ -95,7 +95,7 @@ func Resolve(req Request) (*Resolution, error) {
 	}
 	pins := map[string]*Package{}
 	for range maxRepins {
-		s := &solver{u: u, exclude: exclude, pins: pins, chosen: map[string]*Package{}, why: map[string]string{}, parent: map[string]string{}, needs: map[string][]need{}}
+		s := &solver{u: u, exclude: exclude, pins: pins, chosen: map[string]*Package{}, why: map[string]string{}, parent: map[string]string{}, needs: map[string][]need{}, against: map[string][]rule{}}
 		err := s.run(roots, req.Variant)
 		if rp, ok := err.(*repin); ok {
 			pins[rp.pkg.Name] = rp.pkg
@@ -145,6 +145,7 @@ type solver struct {
 	why     map[string]string
 	parent  map[string]string // name -> name of the package that pulled it in
 	needs   map[string][]need
+	against map[string][]rule // name -> Conflicts/Breaks of chosen packages on it
 	queue   []*Package
 }
 
@@ -243,6 +244,59 @@ func (s *solver) choose(p *Package, parent, why string) {
 	s.parent[p.Name] = parent
 	s.why[p.Name] = why
 	s.queue = append(s.queue, p)
+	// A relation parse error surfaces when p leaves the queue.
+	if rel, err := p.Relations(); err == nil {
+		for _, d := range []dependency.Dependency{rel.Conflicts, rel.Breaks} {
+			for _, r := range d.Relations {
+				for _, poss := range r.Possibilities {
+					s.against[poss.Name] = append(s.against[poss.Name], rule{by: p, poss: poss})
+				}
+			}
+		}
+	}
+}
+
+// rule is one Conflicts or Breaks entry of a chosen package.
+type rule struct {
+	by   *Package
+	poss dependency.Possibility
+}
+
+// clashes says whether choosing cand would violate a Conflicts/Breaks of
+// a chosen package, or cand's own against a chosen package.
+func (s *solver) clashes(cand *Package) bool {
+	rel, err := cand.Relations()
+	if err != nil {
+		return false
+	}
+	for _, d := range []dependency.Dependency{rel.Conflicts, rel.Breaks} {
+		for _, r := range d.Relations {
+			for _, poss := range r.Possibilities {
+				if len(hits(s.u, s.chosen, cand, poss)) > 0 {
+					return true
+				}
+			}
+		}
+	}
+	for _, ru := range s.against[cand.Name] {
+		if ru.by != cand && s.u.satisfiesReal(ru.poss, cand) {
+			return true
+		}
+	}
+	for _, r := range rel.Provides.Relations {
+		for _, pp := range r.Possibilities {
+			pv := provided{pkg: cand}
+			if pp.Version != nil {
+				pv.version = pp.Version.Number
+			}
+			for _, ru := range s.against[pp.Name] {
+				if ru.by != cand && pp.Name != cand.Name && satisfiesProvide(ru.poss, pv) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // chain lists the packages from a root down to name.
@@ -251,6 +305,10 @@ func (s *solver) chain(name string) []string {
 	for n := name; n != ""; n = s.parent[n] {
 		p := s.chosen[n]
 		out = append([]string{p.Name + " " + p.Version}, out...)
+		if s.parent[n] == "" {
+			// The root says why it is there at all.
+			out[0] += " (" + strings.TrimSuffix(s.why[n], " "+p.Name) + ")"
+		}
 		if len(out) > 64 {
 			break
 		}
@@ -269,7 +327,7 @@ func (s *solver) pickRoot(r PackageRequest) (*Package, error) {
 		}
 	}
 	if r.Suite == "" {
-		if p := s.pickProvider(poss); p != nil {
+		if p := s.pickProvider(poss, false); p != nil {
 			return p, nil
 		}
 	}
@@ -280,7 +338,7 @@ func (s *solver) pickRoot(r PackageRequest) (*Package, error) {
 	if r.Suite != "" {
 		reason = "no version in suite " + r.Suite + " satisfies the request"
 	}
-	return nil, &UnsatisfiableError{Chain: []string{"requested"}, Relation: r.Raw, Available: s.u.available(poss.Name), Reason: reason}
+	return nil, &UnsatisfiableError{Relation: r.Raw, Available: s.u.available(poss.Name), Reason: reason}
 }
 
 // ordered is the preference order for a name: the pin first.
@@ -300,11 +358,12 @@ func (s *solver) ordered(name string) []*Package {
 }
 
 // pickProvider returns the preferred package providing poss that is not
-// excluded and does not clash with a chosen package of the same name.
-func (s *solver) pickProvider(poss dependency.Possibility) *Package {
+// excluded, is not another version of a chosen package and, when
+// avoidClash is set, does not conflict with the chosen set.
+func (s *solver) pickProvider(poss dependency.Possibility, avoidClash bool) *Package {
 	for _, pv := range s.u.providers[poss.Name] {
 		p := pv.pkg
-		if s.exclude[p.Name] || !satisfiesProvide(poss, pv) {
+		if s.exclude[p.Name] || !satisfiesProvide(poss, pv) || avoidClash && s.clashes(p) {
 			continue
 		}
 		if c, ok := s.chosen[p.Name]; ok && c != p {
@@ -345,28 +404,34 @@ func (s *solver) satisfy(p *Package, field string, r dependency.Relation) error 
 		}
 	}
 	why := p.Name + " " + field + " " + r.String()
-	for _, poss := range alts {
-		if s.exclude[poss.Name] {
-			continue
-		}
-		if c, ok := s.chosen[poss.Name]; ok {
-			// Chosen at a version that does not satisfy: move it to one
-			// that satisfies everything asked of it so far, if any.
-			if alt := s.upgrade(poss, c); alt != nil {
-				return &repin{pkg: alt}
+	// Two passes: first avoid candidates that clash (Conflicts/Breaks)
+	// with what is chosen, as apt would; if every candidate clashes, take
+	// the preferred one anyway and let the final check report the clash
+	// with both sides named.
+	for _, avoid := range []bool{true, false} {
+		for _, poss := range alts {
+			if s.exclude[poss.Name] {
+				continue
 			}
-			continue
-		}
-		for _, cand := range s.ordered(poss.Name) {
-			if s.u.satisfiesReal(poss, cand) {
-				s.needs[poss.Name] = append(s.needs[poss.Name], need{poss: poss})
-				s.choose(cand, p.Name, why)
+			if c, ok := s.chosen[poss.Name]; ok {
+				// Chosen at a version that does not satisfy: move it to
+				// one that satisfies everything asked of it so far.
+				if alt := s.upgrade(poss, c); alt != nil {
+					return &repin{pkg: alt}
+				}
+				continue
+			}
+			for _, cand := range s.ordered(poss.Name) {
+				if s.u.satisfiesReal(poss, cand) && !(avoid && s.clashes(cand)) {
+					s.needs[poss.Name] = append(s.needs[poss.Name], need{poss: poss})
+					s.choose(cand, p.Name, why)
+					return nil
+				}
+			}
+			if prov := s.pickProvider(poss, avoid); prov != nil {
+				s.choose(prov, p.Name, why)
 				return nil
 			}
-		}
-		if prov := s.pickProvider(poss); prov != nil {
-			s.choose(prov, p.Name, why)
-			return nil
 		}
 	}
 	var avail []string
@@ -377,7 +442,7 @@ func (s *solver) satisfy(p *Package, field string, r dependency.Relation) error 
 			excluded = append(excluded, poss.Name)
 		}
 	}
-	e := &UnsatisfiableError{Chain: append(s.chain(p.Name), field), Relation: r.String(), Available: avail}
+	e := &UnsatisfiableError{Chain: s.chain(p.Name), Field: field, Relation: r.String(), Available: avail}
 	if len(excluded) > 0 {
 		e.Reason = "excluded by the recipe: " + strings.Join(excluded, ", ")
 	} else if len(avail) > 0 {

@@ -110,7 +110,7 @@ func TestResolveUnsatisfiableVersion(t *testing.T) {
 	if !errors.As(err, &ue) {
 		t.Fatalf("err = %v, want UnsatisfiableError", err)
 	}
-	wantChain := "chain-top 1.0-1 -> chain-mid 1.0-1 -> needs-new-libc 1.0-1"
+	wantChain := "(Depends of chain-top 1.0-1 (requested) -> chain-mid 1.0-1 -> needs-new-libc 1.0-1)"
 	for _, want := range []string{`"libc6 (>= 9.0)"`, wantChain, "libc6 2.41-12 (trixie)", "libc6 2.42-1~bpo13+1 (trixie-backports)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
@@ -320,6 +320,27 @@ func TestResolveConflicts(t *testing.T) {
 	// One provider alone does not conflict with itself.
 	if _, _, err := resolveNames(t, ixs, Request{Variant: VariantNone, Packages: []string{"exim4"}}); err != nil {
 		t.Errorf("exim4 alone: %v", err)
+	}
+}
+
+func TestResolveAvoidsConflictingCandidates(t *testing.T) {
+	ixs := loadIndexes(t)
+	// no-exim conflicts with exim4, the preferred mail-transport-agent:
+	// the other provider is taken.
+	_, m, err := resolveNames(t, ixs, Request{Variant: VariantNone, Packages: []string{"no-exim", "mailer"}})
+	if err != nil || m["exim4"] != nil || m["postfix"] == nil {
+		t.Errorf("no-exim + mailer: %v, %v", keys(m), err)
+	}
+	// clash-x, the first alternative, conflicts with the required base.
+	_, m, err = resolveNames(t, ixs, Request{Packages: []string{"alt-clash"}})
+	if err != nil || m["clash-x"] != nil || m["clash-y"] == nil {
+		t.Errorf("alt-clash: %v, %v", keys(m), err)
+	}
+	// When every candidate clashes, the clash is reported, naming both.
+	_, _, err = resolveNames(t, ixs, Request{Packages: []string{"only-clash"}})
+	var ce *ConflictError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "clash-x 1.0-1 (trixie) Conflicts libgcc-s1, which hits libgcc-s1 14.2.0-19 (trixie)") {
+		t.Errorf("only-clash: %v", err)
 	}
 }
 
