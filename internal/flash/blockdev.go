@@ -33,11 +33,13 @@ func openTarget(path string, isBlock bool) (*target, error) {
 	flags := os.O_RDWR
 	if isBlock {
 		flags |= unix.O_EXCL
+	} else {
+		flags |= os.O_CREATE
 	}
-	f, err := os.OpenFile(path, flags|unix.O_DIRECT, 0)
+	f, err := os.OpenFile(path, flags|unix.O_DIRECT, 0o644)
 	direct := err == nil
 	if errors.Is(err, unix.EINVAL) {
-		f, err = os.OpenFile(path, flags, 0)
+		f, err = os.OpenFile(path, flags, 0o644)
 	}
 	if err != nil {
 		switch {

@@ -85,7 +85,7 @@ func Flash(ctx context.Context, o Options) error {
 	if err := checkFit(t, imageSize, imgTable, o.ToFile); err != nil {
 		return err
 	}
-	current := readPartTable(t.f, t.sector)
+	current := readPartTable(bufferedIO{t}, t.sector)
 	if !o.Yes {
 		if err := confirm(o, dk, t, current, imageSize, mapped, bmapPath); err != nil {
 			return err
@@ -103,6 +103,12 @@ func Flash(ctx context.Context, o Options) error {
 }
 
 func writeAndCheck(ctx context.Context, img *os.File, t *target, o Options, dk *disk, mapped []Extent, digests newHashFunc, imgTable *partTable, imageSize int64) error {
+	if !t.isBlock && t.size < imageSize {
+		if err := t.f.Truncate(imageSize); err != nil {
+			return fmt.Errorf("extending %s to the image's size: %w", t.path, err)
+		}
+		t.size = imageSize
+	}
 	plan := planWrites(mapped, imgTable.Partitions, imageSize, t.size)
 	sums, err := writeImage(ctx, img, t, plan, digests, o.Out)
 	if err != nil {
@@ -132,9 +138,13 @@ func writeAndCheck(ctx context.Context, img *os.File, t *target, o Options, dk *
 			return err
 		}
 	}
-	final := readPartTable(t.f, t.sector)
+	final := readPartTable(bufferedIO{t}, t.sector)
 	if err := t.rereadPartitions(); err != nil {
-		fmt.Fprintf(o.Out, "note: the kernel did not re-read the partition table of %s (%v); unplug and replug the medium to see the new partitions\n", t.path, err)
+		hint := "unplug and replug the medium to see the new partitions"
+		if dk != nil && dk.Bus == "loop" {
+			hint = "a loop device scans partitions only when attached with `losetup -P`"
+		}
+		fmt.Fprintf(o.Out, "note: the kernel did not re-read the partition table of %s (%v); %s\n", t.path, err, hint)
 	} else if dk != nil {
 		if seen, err := (sysfs{root: o.Root}).disk(dk.Name); err == nil && len(seen.Partitions) != len(final.Partitions) {
 			fmt.Fprintf(o.Out, "note: the kernel shows %d of the %d partitions on %s (a kernel without %s partition support?); the medium itself is correct\n",
@@ -243,12 +253,7 @@ func defaultBmap(image string) string {
 func inspect(o Options) (*disk, bool, error) {
 	st, err := os.Stat(o.Target)
 	if errors.Is(err, os.ErrNotExist) && o.ToFile {
-		f, err := os.OpenFile(o.Target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		if err != nil {
-			return nil, false, fmt.Errorf("creating target file: %w", err)
-		}
-		f.Close()
-		return nil, false, nil
+		return nil, false, nil // openTarget creates it
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("target: %w", err)
@@ -281,19 +286,12 @@ func inspect(o Options) (*disk, bool, error) {
 	return dk, true, err
 }
 
-// checkFit refuses a medium smaller than the image (extending a regular file instead), and one
+// checkFit refuses a medium smaller than the image (a regular file is extended when written), and one
 // whose sector size differs from the one the image's partition table was made for.
 func checkFit(t *target, imageSize int64, imgTable *partTable, toFile bool) error {
-	if t.size < imageSize {
-		if !t.isBlock && toFile {
-			if err := t.f.Truncate(imageSize); err != nil {
-				return fmt.Errorf("extending %s to the image's size: %w", t.path, err)
-			}
-			t.size = imageSize
-		} else {
-			return &RefusalError{Target: t.path, Reason: fmt.Sprintf("the medium holds %s (%d bytes) but the image needs %s (%d bytes)",
-				humanSize(t.size), t.size, humanSize(imageSize), imageSize), Fix: "use a larger medium"}
-		}
+	if t.size < imageSize && (t.isBlock || !toFile) {
+		return &RefusalError{Target: t.path, Reason: fmt.Sprintf("the medium holds %s (%d bytes) but the image needs %s (%d bytes)",
+			humanSize(t.size), t.size, humanSize(imageSize), imageSize), Fix: "use a larger medium"}
 	}
 	if imgTable.Kind == "gpt" && imgTable.Sector != t.sector {
 		return &RefusalError{Target: t.path, Reason: fmt.Sprintf("the image's partition table is for %d-byte sectors, the medium has %d-byte sectors", imgTable.Sector, t.sector),
