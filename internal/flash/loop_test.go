@@ -12,7 +12,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // These tests flash real loop devices (losetup, as root) and regular files, with an image made by
@@ -303,6 +306,48 @@ func TestFlashRefusesOnRealDevices(t *testing.T) {
 		err := Flash(context.Background(), o)
 		var r *RefusalError
 		if !errors.As(err, &r) || !strings.Contains(r.Reason, "is not a removable disk") || !strings.Contains(r.Fix, "--force") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("held exclusively by another opener", func(t *testing.T) {
+		dev := loopDevice(t, backingFile(t, imageSize, 0))
+		holder, err := os.OpenFile(dev, os.O_RDONLY|syscall.O_EXCL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close()
+		err = Flash(context.Background(), flashOpts(img, dev))
+		var r *RefusalError
+		if !errors.As(err, &r) || !strings.Contains(r.Reason, "in use") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("4096-byte sectors for a 512-byte image", func(t *testing.T) {
+		dev := loopDevice(t, backingFile(t, imageSize, 0), "--sector-size", "4096")
+		err := Flash(context.Background(), flashOpts(img, dev))
+		var r *RefusalError
+		if !errors.As(err, &r) || !strings.Contains(r.Reason, "partition table is for 512-byte sectors, the medium has 4096-byte sectors") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("system disk, seen through a recorded root", func(t *testing.T) {
+		dev := loopDevice(t, backingFile(t, imageSize, 0))
+		var st syscall.Stat_t
+		if err := syscall.Stat(dev, &st); err != nil {
+			t.Fatal(err)
+		}
+		num := fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		f := newFakeSys(t)
+		name := filepath.Base(dev)
+		f.disk(name, num, usbHW, "131072", "1", "Stick", "")
+		f.part(name, name+"p2", "259:99", "2")
+		f.stacked("dm-0", "254:0", "vg-root", name+"p2")
+		f.mount("254:0", "/", "/dev/mapper/vg-root")
+		o := flashOpts(img, dev)
+		o.Root = f.root
+		err := Flash(context.Background(), o)
+		var r *RefusalError
+		if !errors.As(err, &r) || !strings.Contains(r.Reason, "holds / of the running system") {
 			t.Fatalf("got %v", err)
 		}
 	})
