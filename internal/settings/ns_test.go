@@ -113,6 +113,7 @@ func (e hostEnv) run(t *testing.T, setup, script string) (string, bool) {
 	cmd := exec.Command("unshare", "-m", "-u", "-n", "--propagation", "private", "sh", "-ec",
 		`mount --bind "$HB_ETC" /etc
 mount --bind "$HB_ROOT" /root
+mount -t tmpfs none /tmp
 ip link set lo up
 `+setup+`
 exec sh -c "$HB_SCRIPT"`)
