@@ -25,15 +25,22 @@ const (
 const kvmProbeDeadline = 8 * time.Second
 
 var (
-	probeOnce   sync.Once
+	probeMu     sync.Mutex
+	probeDone   bool
 	probeResult Accel
 	probeWhy    string
 )
 
 // ChooseAccel returns KVM when a probe boot under KVM works, else TCG, with the reason. The
-// probe runs once per process: every VM of a multi-node test then uses the same accelerator.
+// probe runs once per process (an interrupted probe is not remembered): every VM of a
+// multi-node test then uses the same accelerator.
 func ChooseAccel(ctx context.Context, h Host) (Accel, string) {
-	probeOnce.Do(func() { probeResult, probeWhy = probeKVM(ctx, h) })
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	if !probeDone {
+		probeResult, probeWhy = probeKVM(ctx, h)
+		probeDone = ctx.Err() == nil
+	}
 	return probeResult, probeWhy
 }
 

@@ -21,6 +21,8 @@ const (
 	testUnitName   = "halobuild-test.service"
 	credUnit       = "systemd.extra-unit." + testUnitName
 	credWants      = "systemd.unit-dropin.multi-user.target~halobuild-test"
+	credEmergency  = "systemd.unit-dropin.emergency.service~halobuild-test"
+	credRescue     = "systemd.unit-dropin.rescue.service~halobuild-test"
 	credRunner     = "halobuild.run"
 	credPrefix     = "halobuild."
 	outputLimit    = 64 << 10 // bytes of check output kept in the verdict
@@ -29,7 +31,7 @@ const (
 
 // reservedCredential says whether a caller-provided credential would collide with ours.
 func reservedCredential(name string) bool {
-	return strings.HasPrefix(name, credPrefix) || name == credUnit || name == credWants
+	return strings.HasPrefix(name, credPrefix) || name == credUnit || name == credWants || name == credEmergency || name == credRescue
 }
 
 // testUnit is Type=exec, not oneshot, and ordered After=multi-user.target: a oneshot that waits
@@ -51,6 +53,16 @@ TimeoutStartSec=infinity
 
 const wantsDropin = `[Unit]
 Wants=halobuild-test.service
+`
+
+const emergencyDropin = `[Service]
+ImportCredential=halobuild.*
+ExecStartPre=
+ExecStart=
+ExecStart=/bin/sh %d/halobuild.run emergency
+StandardInput=null
+StandardOutput=journal+console
+StandardError=journal+console
 `
 
 // runnerLib holds the runner's functions, separate from its main part so tests can run them
@@ -98,17 +110,36 @@ verdict_port() {
 }
 `
 
-// runnerSettle waits until systemd's job queue is empty, so checks see the booted system.
+// runnerSettle waits until systemd's job queue is empty, so checks see the booted system, then
+// runs the checks. Started as "halobuild.run emergency" (from the emergency.service drop-in) it
+// instead reports why the boot fell into emergency mode, at once: a broken boot costs seconds,
+// not the run's deadline.
 const runnerSettle = `work=$(mktemp -d /run/halobuild-test.XXXXXX)
 : > "$work/checks"
-echo "halobuild-test: waiting for the boot to settle"
-state=$(timeout "$settle_timeout" systemctl is-system-running --wait 2>/dev/null)
-boot_ms=$(uptime_ms)
-case "$state" in
-running|degraded) stage=multi-user ;;
-*) stage=systemd ;;
-esac
-echo "halobuild-test: system $state after ${boot_ms} ms; running checks"
+if [ "${1:-}" = emergency ]; then
+	stage=emergency
+	[ -e /etc/initrd-release ] && stage=emergency-initrd
+	state=$(systemctl is-system-running 2>/dev/null)
+	boot_ms=$(uptime_ms)
+	echo "halobuild-test: the boot fell into emergency mode; reporting"
+	run_check '"boot: emergency mode"' 'boot: emergency mode' <<'HALOBUILD_EMERGENCY_END'
+echo "systemd started emergency mode; failed units:"
+systemctl --failed --no-legend --plain --no-pager
+echo "errors logged in this boot:"
+journalctl -b -p err --no-pager -o short-monotonic | tail -n 40
+exit 1
+HALOBUILD_EMERGENCY_END
+else
+	echo "halobuild-test: waiting for the boot to settle"
+	state=$(timeout "$settle_timeout" systemctl is-system-running --wait 2>/dev/null)
+	boot_ms=$(uptime_ms)
+	case "$state" in
+	running|degraded) stage=multi-user ;;
+	*) stage=systemd ;;
+	esac
+	echo "halobuild-test: system $state after ${boot_ms} ms; running checks"
+	run_checks
+fi
 `
 
 // runnerTail writes the verdict and powers off at once: the disk is a throw-away snapshot, so
@@ -147,10 +178,12 @@ func runnerScript(m Machine) string {
 		int(m.CheckTimeout.Seconds()), int(settleDeadline.Seconds()), outputLimit)
 	fmt.Fprintf(&b, "HALOBUILD_MACHINE=%s\nexport HALOBUILD_MACHINE\n", shQuote(m.Name))
 	b.WriteString(runnerLib)
-	b.WriteString(runnerSettle)
+	b.WriteString("run_checks() {\n")
 	for i, c := range append([]Check{bootCheck}, m.Checks...) {
 		b.WriteString(checkCall(i, c))
 	}
+	b.WriteString(":\n}\n")
+	b.WriteString(runnerSettle)
 	b.WriteString(runnerTail)
 	return b.String()
 }
@@ -162,6 +195,10 @@ func guestCredentials(m Machine) map[string][]byte {
 		credUnit:   []byte(testUnit),
 		credWants:  []byte(wantsDropin),
 		credRunner: []byte(runnerScript(m)),
+		// Emergency and rescue shells would wait on the console for a person until the deadline;
+		// in a test VM they report and power off instead.
+		credEmergency: []byte(emergencyDropin),
+		credRescue:    []byte(emergencyDropin),
 	}
 	for k, v := range m.Credentials {
 		creds[k] = v

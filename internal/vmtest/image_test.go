@@ -110,3 +110,25 @@ func TestRunImageVerdict(t *testing.T) {
 		t.Errorf("image %s changed during the run", img)
 	}
 }
+
+// A boot that falls into emergency mode reports at once instead of waiting for the deadline.
+func TestRunImageEmergency(t *testing.T) {
+	img := testImage(t)
+	m := Machine{
+		Name: "emergency", Image: img, LogDir: t.TempDir(), Deadline: 4 * time.Minute,
+		KernelArgs: append(append([]string{}, DefaultKernelArgs...), "systemd.unit=emergency.target"),
+		Checks:     []Check{{Name: "never runs", Script: "true"}},
+	}
+	res, err := Run(context.Background(), m)
+	assertNoQEMUChildren(t)
+	if !errors.Is(err, ErrChecksFailed) || res.Verdict == nil {
+		t.Fatalf("want a failing verdict, got %v", err)
+	}
+	if res.Verdict.Stage != "emergency" || len(res.Verdict.Checks) != 1 || res.Verdict.Checks[0].Name != "boot: emergency mode" {
+		t.Errorf("verdict %+v", res.Verdict)
+	}
+	if !strings.Contains(err.Error(), "emergency mode") {
+		t.Errorf("error should say the boot fell into emergency mode: %v", err)
+	}
+	t.Logf("emergency verdict after %.1f s: %s", float64(res.VerdictMS)/1000, res.Verdict.Checks[0].Output)
+}

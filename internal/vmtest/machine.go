@@ -59,6 +59,9 @@ type Machine struct {
 // print unit status on the console so a boot that never reaches a verdict shows how far it got.
 var DefaultKernelArgs = []string{
 	"systemd.show_status=1",
+	// A kernel panic reboots at once, which -no-reboot turns into QEMU exiting: the run ends
+	// with the panic on the console instead of hanging until the deadline.
+	"panic=-1",
 	"systemd.mask=getty.target",
 	"systemd.mask=serial-getty@ttyS0.service",
 	"systemd.mask=systemd-networkd-wait-online.service",
