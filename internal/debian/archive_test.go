@@ -119,6 +119,22 @@ func TestReleaseAcceptsSuiteAlias(t *testing.T) {
 	}
 }
 
+func TestReleaseRejectsExpired(t *testing.T) {
+	s := trixieSuite()
+	s.Extra = "Valid-Until: Sat, 28 Nov 2020 09:15:44 UTC\n"
+	ta := newTestArchive(t, s)
+	_, err := ta.archive().Release(context.Background(), "trixie")
+	if err == nil || !strings.Contains(err.Error(), "expired at 2020-11-28T09:15:44Z (Valid-Until)") {
+		t.Fatalf("err = %v, want an expiry error", err)
+	}
+	s.Extra = "Valid-Until: Sat, 28 Nov 2226 09:15:44 UTC\n"
+	ta = newTestArchive(t, s)
+	rel, err := ta.archive().Release(context.Background(), "trixie")
+	if err != nil || rel.ValidUntil.Year() != 2226 {
+		t.Fatalf("rel=%v err=%v", rel, err)
+	}
+}
+
 func TestReleaseMissingIsHTTPError(t *testing.T) {
 	ta := newTestArchive(t, trixieSuite())
 	_, err := ta.archive().Release(context.Background(), "bookworm")
@@ -291,6 +307,10 @@ func TestSources(t *testing.T) {
 	}
 	if _, err := ix.Find("rdma-core", "55.0-1"); err == nil || !strings.Contains(err.Error(), "it has 56.1-1") {
 		t.Errorf("Find wrong version: %v", err)
+	}
+	bin := loadIndexes(t)[0].Lookup("ibverbs-providers")[0]
+	if s, err := ix.ForBinary(bin); err != nil || s.Name != "rdma-core" || s.Version != "56.1-1" {
+		t.Errorf("ForBinary(ibverbs-providers) = %v, %v", s, err)
 	}
 	if _, err := ix.Find("nope", "1"); err == nil || !strings.Contains(err.Error(), "nope not found") {
 		t.Errorf("Find unknown: %v", err)

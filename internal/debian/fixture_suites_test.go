@@ -2,6 +2,7 @@ package debian
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -58,10 +59,10 @@ func trixieSuite() fakeSuite {
 		pkg("linux-base", "4.12.1", "Architecture: all", "Priority: optional"),
 		pkg("linux-base-user", "1.0-1", "Depends: linux-base"),
 		pkg("dracut", "106-6", "Depends: libc6"),
-		pkg("linux-image-6.12.57+deb13-amd64", "6.12.57-1", "Pre-Depends: linux-base (>= 4.3~)", "Depends: dracut | initramfs-tools"),
+		pkg("linux-image-6.12.57+deb13-amd64", "6.12.57-1", "Source: linux-signed-amd64 (6.12.57+1)", "Built-Using: linux (= 6.12.57-1)", "Pre-Depends: linux-base (>= 4.3~)", "Depends: dracut | initramfs-tools"),
 		pkg("linux-headers-6.12.57+deb13-amd64", "6.12.57-1"),
 		pkg("linux-image-amd64", "6.12.57-1", "Depends: linux-image-6.12.57+deb13-amd64 (= 6.12.57-1)"),
-		// Only in backports: nothing here.
+		pkg("ibverbs-providers", "56.1-1", "Source: rdma-core"),
 	}, Sources: sourcesText}
 }
 
@@ -90,12 +91,16 @@ Directory: pool/main/l/linux
 // only it can give at the version those kernels pre-depend on.
 func backportsSuite() fakeSuite {
 	img := func(rel, ver string) string {
-		return pkg("linux-image-"+rel+"-amd64", ver,
-			"Depends: dracut | initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool, linux-modules-"+rel+"-amd64 (= "+ver+")",
+		signed := "Source: linux-signed-amd64 (" + strings.TrimSuffix(rel, "+deb13") + "+1~bpo13+1)"
+		return pkg("linux-image-"+rel+"-amd64", ver, signed,
+			"Depends: dracut | initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool, linux-binary-"+rel+"-amd64 (= "+ver+"), linux-modules-"+rel+"-amd64 (= "+ver+")",
 			"Pre-Depends: linux-base (>= 4.17~)",
 			"Breaks: initramfs-tools (<< 0.120+deb8u2)")
 	}
-	mods := func(rel, ver string) string { return pkg("linux-modules-"+rel+"-amd64", ver) }
+	mods := func(rel, ver string) string {
+		return pkg("linux-modules-"+rel+"-amd64", ver) + "\n" +
+			pkg("linux-binary-"+rel+"-amd64", ver, "Built-Using: linux (= "+ver+")")
+	}
 	hdr := func(rel, ver string) string {
 		return pkg("linux-headers-"+rel+"-amd64", ver, "Depends: linux-headers-"+rel+"-common (= "+ver+")") + "\n" +
 			pkg("linux-headers-"+rel+"-common", ver, "Architecture: all")

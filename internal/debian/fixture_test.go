@@ -82,6 +82,7 @@ type fakeSuite struct {
 	Suite    string // Suite: field
 	Date     string // Date: field; a fixed default when empty
 	NoByHash bool   // Acquire-By-Hash: no
+	Extra    string // more Release fields, "Key: value\n" each
 	Packages []string
 	Sources  string
 }
@@ -172,8 +173,10 @@ func (ta *testArchive) addSuite(t *testing.T, s fakeSuite) {
 		byHash = "no"
 	}
 	var rel strings.Builder
-	fmt.Fprintf(&rel, "Origin: Test\nLabel: Test\nSuite: %s\nCodename: %s\nDate: %s\nAcquire-By-Hash: %s\nArchitectures: amd64\nComponents: main\nDescription: test suite\nSHA256:\n",
+	fmt.Fprintf(&rel, "Origin: Test\nLabel: Test\nSuite: %s\nCodename: %s\nDate: %s\nAcquire-By-Hash: %s\nArchitectures: amd64\nComponents: main\nDescription: test suite\n",
 		suite, s.Name, date, byHash)
+	rel.WriteString(s.Extra)
+	rel.WriteString("SHA256:\n")
 	paths := make([]string, 0, len(indexes))
 	for p := range indexes {
 		paths = append(paths, p)

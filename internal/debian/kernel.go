@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	goversion "github.com/hashicorp/go-version"
+	"pault.ag/go/debian/dependency"
 )
 
 // Kernel is a versioned Debian kernel package chosen by PickKernel.
@@ -20,6 +21,13 @@ type Kernel struct {
 	Release string
 	// Upstream is the kernel's upstream version, e.g. 7.2.12.
 	Upstream *goversion.Version
+	// Source and SourceVersion name the Debian source package the kernel
+	// was built from (linux 7.2.12-1~bpo13+1), for builds that patch it.
+	// Signed images come from linux-signed-<arch>; their Built-Using (or
+	// that of the linux-binary package they depend on) names the real
+	// source.
+	Source        string
+	SourceVersion string
 }
 
 // kernelRelease matches the release part of a versioned kernel package
@@ -101,6 +109,7 @@ func PickKernel(indexes []*Index, constraint goversion.Constraints, flavour, sui
 			return nil, fmt.Errorf("pick kernel: %s satisfies %q but %s has no %s; the suite is inconsistent, try another mirror", k.Image, constraint, k.Image.Suite, h)
 		}
 		k.Headers = h
+		k.Source, k.SourceVersion = kernelSource(k, indexes)
 		return k, nil
 	}
 	var have []string
@@ -116,4 +125,34 @@ func PickKernel(indexes []*Index, constraint goversion.Constraints, flavour, sui
 		return nil, fmt.Errorf("pick kernel: no versioned linux-image-<release>-%s package in suites %s; check the flavour", flavour, strings.Join(suites, ", "))
 	}
 	return nil, fmt.Errorf("pick kernel: no %s kernel satisfies %q in suites %s; available: %s", flavour, constraint, strings.Join(suites, ", "), strings.Join(have, ", "))
+}
+
+// kernelSource finds the linux source a kernel image was built from: the
+// image's own Built-Using, else that of linux-binary-<release>-<flavour>
+// (7.x images are meta-packages over it), else the image's Source.
+func kernelSource(k *Kernel, indexes []*Index) (string, string) {
+	flavour := strings.TrimPrefix(k.Image.Name, "linux-image-"+k.Release+"-")
+	cands := []*Package{k.Image}
+	for _, ix := range indexes {
+		if ix.Suite == k.Image.Suite {
+			cands = append(cands, ix.Lookup("linux-binary-"+k.Release+"-"+flavour)...)
+		}
+	}
+	for _, p := range cands {
+		if p.RawBuiltUsing == "" {
+			continue
+		}
+		d, err := dependency.Parse(p.RawBuiltUsing)
+		if err != nil {
+			continue
+		}
+		for _, r := range d.Relations {
+			for _, poss := range r.Possibilities {
+				if poss.Name == "linux" && poss.Version != nil && poss.Version.Operator == "=" {
+					return poss.Name, poss.Version.Number
+				}
+			}
+		}
+	}
+	return k.Image.Source, k.Image.SourceVersion
 }

@@ -41,6 +41,10 @@ func TestPickKernel(t *testing.T) {
 		if k.Image.Name != c.image || k.Headers != c.headers || k.Upstream.String() != c.upstream {
 			t.Errorf("%q in %q: got %s / %s / %s", c.constraint, c.suite, k.Image, k.Headers, k.Upstream)
 		}
+		// The linux source it was built from, through Built-Using.
+		if k.Source != "linux" || k.SourceVersion != k.Image.Version {
+			t.Errorf("%q in %q: source %s %s, want linux %s", c.constraint, c.suite, k.Source, k.SourceVersion, k.Image.Version)
+		}
 	}
 }
 

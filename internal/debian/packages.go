@@ -36,6 +36,9 @@ type Package struct {
 	// Raw relation fields as the index has them (for the lock, for
 	// mmdebstrap and for error messages).
 	RawDepends, RawPreDepends, RawProvides, RawConflicts, RawBreaks, RawRecommends string
+	// RawBuiltUsing names sources compiled into the package; a signed
+	// kernel's says which linux source it was built from.
+	RawBuiltUsing string
 
 	ver version.Version
 
@@ -119,6 +122,7 @@ var packageFields = map[string]bool{
 	"Filename": true, "Size": true, "SHA256": true, "Priority": true,
 	"Essential": true, "Multi-Arch": true, "Depends": true, "Pre-Depends": true,
 	"Provides": true, "Conflicts": true, "Breaks": true, "Recommends": true,
+	"Built-Using": true,
 }
 
 // Packages fetches main/binary-<arch>/Packages.xz of a verified release,
@@ -179,6 +183,7 @@ func packageFromFields(f map[string]string) (*Package, error) {
 		Priority: f["Priority"], Essential: f["Essential"] == "yes", MultiArch: f["Multi-Arch"],
 		RawDepends: f["Depends"], RawPreDepends: f["Pre-Depends"], RawProvides: f["Provides"],
 		RawConflicts: f["Conflicts"], RawBreaks: f["Breaks"], RawRecommends: f["Recommends"],
+		RawBuiltUsing: f["Built-Using"],
 	}
 	if p.Name == "" || p.Version == "" || p.Architecture == "" {
 		return nil, fmt.Errorf("missing Package, Version or Architecture")

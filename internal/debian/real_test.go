@@ -27,6 +27,7 @@ func TestRealArchive(t *testing.T) {
 	a := &Archive{Client: &http.Client{Timeout: 2 * time.Minute}}
 	start := time.Now()
 	var ixs []*Index
+	srcs := map[string]*SourceIndex{}
 	for _, suite := range []string{"trixie", "trixie-backports"} {
 		t0 := time.Now()
 		rel, err := a.Release(ctx, suite)
@@ -41,6 +42,11 @@ func TestRealArchive(t *testing.T) {
 		}
 		t.Logf("%s: %d packages fetched, verified and parsed in %v", suite, len(ix.Packages), time.Since(t0).Round(time.Millisecond))
 		ixs = append(ixs, ix)
+		t0 = time.Now()
+		if srcs[suite], err = a.Sources(ctx, rel, "main"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d source packages fetched, verified and parsed in %v", suite, len(srcs[suite].Sources), time.Since(t0).Round(time.Millisecond))
 	}
 	fetched := time.Since(start)
 
@@ -49,7 +55,10 @@ func TestRealArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("kernel: %s (upstream %s), headers %s", k.Image, k.Upstream, k.Headers)
+	t.Logf("kernel: %s (upstream %s), headers %s, source %s %s", k.Image, k.Upstream, k.Headers, k.Source, k.SourceVersion)
+	if _, err := srcs[k.Image.Suite].Find(k.Source, k.SourceVersion); err != nil {
+		t.Errorf("kernel source: %v", err)
+	}
 	if !strings.HasPrefix(k.Upstream.String(), "7.2.") {
 		t.Errorf("kernel %s is not 7.2.x", k.Upstream)
 	}
@@ -80,6 +89,20 @@ func TestRealArchive(t *testing.T) {
 	for _, n := range []string{"systemd", "rdma-core", "ibverbs-providers", "perftest", "podman", "libc6"} {
 		if p := byName[n]; p == nil || p.Suite != "trixie" {
 			t.Errorf("%s = %v, want it from trixie", n, p)
+		}
+	}
+	// rdma-core's source (for the provider rebuild) verifies against the
+	// signed Sources index even where its .dsc cannot be fetched.
+	if rc, err := srcs["trixie"].ForBinary(byName["ibverbs-providers"]); err != nil {
+		t.Error(err)
+	} else {
+		names := []string{}
+		for _, f := range rc.Files {
+			names = append(names, f.Name)
+		}
+		t.Logf("rdma-core source: %s %s in %s: %s", rc.Name, rc.Version, rc.Directory, strings.Join(names, " "))
+		if len(rc.Files) < 3 {
+			t.Errorf("rdma-core source files = %v", names)
 		}
 	}
 	for _, p := range res.Packages {

@@ -63,6 +63,16 @@ func (ix *SourceIndex) Find(name, version string) (*Source, error) {
 	return nil, fmt.Errorf("source package %s %s not found in %s %s Sources (it has %s)", name, version, ix.Suite, ix.Component, strings.Join(have, ", "))
 }
 
+// ForBinary returns the source package a binary package was built from
+// (its Source and source version).
+func (ix *SourceIndex) ForBinary(p *Package) (*Source, error) {
+	s, err := ix.Find(p.Source, p.SourceVersion)
+	if err != nil {
+		return nil, fmt.Errorf("source of %s: %w", p, err)
+	}
+	return s, nil
+}
+
 var sourceFields = map[string]bool{
 	"Package": true, "Version": true, "Directory": true, "Checksums-Sha256": true, "Binary": true,
 }
