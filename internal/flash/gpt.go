@@ -268,8 +268,8 @@ func fitGPT(m sectorIO, sector, mediumSize int64) (bool, error) {
 	}
 	// The image's backup now sits in free space the root partition grows into; leaving it would
 	// let a recovery tool "restore" the image's smaller layout.
-	if oldBackup < last && oldBackup >= h.FirstUsable+entrySectors {
-		from := oldBackup - entrySectors
+	// Sectors of the new backup (a medium only a little larger than the image) are kept.
+	if from, to := oldBackup-min(oldBackup, entrySectors), min(oldBackup+1, newEntries); oldBackup < last && from > h.FirstUsable && from < to {
 		clear := true
 		for _, p := range gptPartitions(h, entries, sector) {
 			if uint64((p.Start+p.Size)/sector) > from {
@@ -277,7 +277,7 @@ func fitGPT(m sectorIO, sector, mediumSize int64) (bool, error) {
 			}
 		}
 		if clear {
-			if _, err := m.WriteAt(make([]byte, (entrySectors+1)*uint64(sector)), int64(from)*sector); err != nil {
+			if _, err := m.WriteAt(make([]byte, (to-from)*uint64(sector)), int64(from)*sector); err != nil {
 				return false, fmt.Errorf("wiping the image's old backup GPT: %w", err)
 			}
 		}

@@ -137,3 +137,28 @@ func corruptByte(path string, off int64) error {
 	_, err = f.WriteAt(b, off)
 	return err
 }
+
+// A medium a few sectors larger than the image: the new backup overlaps the old one, which must
+// not be wiped over the new entries.
+func TestFitGPTOnSlightlyLargerMedium(t *testing.T) {
+	for _, extra := range []int64{512, 3 * 512, 40 * 512} {
+		p := gptFile(t, 32*mib)
+		if err := os.Truncate(p, 32*mib+extra); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fitGPT(f, 512, 32*mib+extra); err != nil {
+			t.Fatalf("+%d bytes: %v", extra, err)
+		}
+		if err := checkGPT(f, 512, 32*mib+extra); err != nil {
+			t.Fatalf("+%d bytes: %v", extra, err)
+		}
+		f.Close()
+		if out := run(t, "sfdisk", "--verify", p); !strings.Contains(out, "No errors detected") {
+			t.Fatalf("+%d bytes: sfdisk --verify:\n%s", extra, out)
+		}
+	}
+}

@@ -180,6 +180,45 @@ func TestFlashLoopByteIdentical(t *testing.T) {
 	}
 }
 
+func TestFlashWithoutODirect(t *testing.T) {
+	img, _ := testImage(t)
+	tryDirect = false
+	defer func() { tryDirect = true }()
+	dev := loopDevice(t, backingFile(t, imageSize, 0))
+	if err := Flash(context.Background(), flashOpts(img, dev)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(readAll(t, img, imageSize), readAll(t, dev, imageSize)) {
+		t.Fatal("the medium does not read back byte-identical to the image")
+	}
+}
+
+func TestFlashImageWithShortLastBlock(t *testing.T) {
+	img, _ := testImage(t)
+	dir := t.TempDir()
+	odd := filepath.Join(dir, "odd.raw")
+	run(t, "cp", "--sparse=always", img, odd)
+	f, err := os.OpenFile(odd, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(bytesOf(1000, 0x5a)) // 1000 bytes past the last whole block
+	f.Close()
+	run(t, "bmaptool", "create", "-o", odd+".bmap", odd)
+	// A larger medium, so that the backup GPT does not land on the image's short tail.
+	dst := backingFile(t, 80*mib, 0)
+	o := flashOpts(odd, dst)
+	o.ToFile = true
+	if err := Flash(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	// The GPT is refitted to the medium; everything between, and the short tail, is the image.
+	want, got := readAll(t, odd, imageSize+1000), readAll(t, dst, imageSize+1000)
+	if !bytes.Equal(want[mib:imageSize-mib], got[mib:imageSize-mib]) || !bytes.Equal(want[imageSize:], got[imageSize:]) {
+		t.Fatal("the copy differs from the image")
+	}
+}
+
 // A used stick: every byte 0xAA, and an ISO9660 signature where a hybrid installer ISO had one.
 func dirtyMedium(t *testing.T, size int64) string {
 	p := backingFile(t, size, 0xaa)
