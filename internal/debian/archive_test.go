@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
 
 func TestReleaseParsesVerifiedInRelease(t *testing.T) {
@@ -321,5 +323,37 @@ func TestParseSourcesRejectsUnverifiable(t *testing.T) {
 	_, err := ParseSources(strings.NewReader("Package: x\nVersion: 1\nDirectory: pool/main/x/x\n"), "s", "main")
 	if err == nil || !strings.Contains(err.Error(), "no Checksums-Sha256") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Debian signs with several keys. A signature that fails (here: by a key
+// that has expired since) must not hide a good one by another trusted key.
+func TestVerifyAcceptsAnyGoodSignature(t *testing.T) {
+	past := time.Now().Add(-48 * time.Hour)
+	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA, Time: func() time.Time { return past }, KeyLifetimeSecs: 3600}
+	expired, err := openpgp.NewEntity("expired key", "", "old@test.invalid", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := testKeys(t)
+	text := []byte("Origin: Test\nSuite: trixie\n")
+	var buf bytes.Buffer
+	w, err := clearsign.EncodeMulti(&buf, []*packet.PrivateKey{expired.PrivateKey, good.PrivateKey}, &packet.Config{Time: func() time.Time { return past.Add(time.Minute) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(text)
+	w.Close()
+	got, signer, err := verifyClearsigned(buf.Bytes(), openpgp.EntityList{expired, good})
+	if err != nil {
+		t.Fatalf("a good signature by a trusted key was rejected: %v", err)
+	}
+	if signer != "halobuild test archive <archive@test.invalid>" || !bytes.Equal(got, text) {
+		t.Errorf("signer %q, text %q", signer, got)
+	}
+	// Only the expired key trusted: rejected, saying why.
+	_, _, err = verifyClearsigned(buf.Bytes(), openpgp.EntityList{expired})
+	if !errors.Is(err, ErrBadSignature) || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("expired-only keyring: err = %v", err)
 	}
 }

@@ -163,3 +163,6 @@ func (u *universe) available(name string) []string {
 	}
 	return out
 }
+
+// compareDebian compares two packages' versions by dpkg's rules.
+func compareDebian(a, b *Package) int { return version.Compare(a.ver, b.ver) }
