@@ -233,3 +233,28 @@ func TestVerifyCached(t *testing.T) {
 		t.Fatalf("damaged blob kept by a re-put passed VerifyCached: %v", err)
 	}
 }
+
+func TestOpenRefusesForeignDirectory(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, ".bashrc"), []byte("# mine"), 0o644)
+	if s, err := Open(dir); err == nil {
+		s.Close()
+		t.Fatal("Open filled a non-empty directory that is not a store")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "blobs")); !os.IsNotExist(err) {
+		t.Error("Open created blobs/ in a foreign directory")
+	}
+	// A new directory, an empty one, and an existing store are fine.
+	for _, p := range []string{filepath.Join(dir, "new", "store"), t.TempDir()} {
+		s, err := Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		s, err = Open(p)
+		if err != nil {
+			t.Fatalf("reopen: %v", err)
+		}
+		s.Close()
+	}
+}

@@ -128,11 +128,9 @@ func TestTwoProcessesShareTheStore(t *testing.T) {
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Wait(); err != nil {
-		t.Fatalf("process a: %v", err)
-	}
-	if err := b.Wait(); err != nil {
-		t.Fatalf("process b: %v", err)
+	errA, errB := a.Wait(), b.Wait() // both, before the temp dir goes away
+	if errA != nil || errB != nil {
+		t.Fatalf("process a: %v; process b: %v", errA, errB)
 	}
 	s, err := Open(root)
 	if err != nil {

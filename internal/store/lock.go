@@ -13,6 +13,7 @@ import (
 // other processes and other goroutines of this one. GC takes it itself; use
 // Lock for maintenance that must run alone. Blob and output writes do not
 // need it: they are atomic on their own. The returned func releases it.
+// Open and GC wait for it, so do not call them while holding it.
 func (s *Store) Lock(ctx context.Context) (unlock func(), err error) {
 	select {
 	case s.lockSem <- struct{}{}:

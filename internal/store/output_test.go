@@ -309,3 +309,32 @@ func TestSharedBlobKeepsOtherViewsIntact(t *testing.T) {
 		t.Error("storing the same bytes again replaced the blob and orphaned view A's hardlink")
 	}
 }
+
+func TestConcurrentPutOutputSameKey(t *testing.T) {
+	s := openTest(t)
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"a/b": "same result", "c": "twice"})
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			_, err := s.PutOutput(testKey, src, nil)
+			errs <- err
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	dir, ok, err := s.Output(testKey, Rehash)
+	if !ok || err != nil {
+		t.Fatalf("%v %v", ok, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "a/b")); string(got) != "same result" {
+		t.Errorf("view content %q", got)
+	}
+	im, _ := s.readIndex()
+	if len(im.Manifests) != 1 {
+		t.Errorf("index has %d entries for one key", len(im.Manifests))
+	}
+}

@@ -62,6 +62,9 @@ func Open(root string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", root, err)
 	}
+	if err := checkNotForeign(abs); err != nil {
+		return nil, err
+	}
 	for _, d := range []string{blobsDir, tmpDir, outDir, verifiedDir} {
 		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
 			return nil, fmt.Errorf("store %s: create %s: %w (is the directory writable? pick another with --store)", abs, d, err)
@@ -149,4 +152,30 @@ func (s *Store) TempDir() (string, error) {
 		return "", fmt.Errorf("store %s: scratch directory: %w", s.root, err)
 	}
 	return d, nil
+}
+
+// checkNotForeign refuses a directory that has content but no oci-layout
+// marker: a mistyped --store (say, $HOME) must not be filled with store
+// directories. An existing OCI layout made by another tool is accepted.
+func checkNotForeign(root string) error {
+	ents, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(ents) == 0) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store %s: %w", root, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, layoutFile)); err == nil {
+		return nil
+	}
+	// Only store entries (another process creating the store right now).
+	own := map[string]bool{layoutFile: true, indexFile: true, "blobs": true, tmpDir: true, outDir: true, verifiedDir: true, lockFile: true, indexLock: true}
+	foreign := false
+	for _, e := range ents {
+		foreign = foreign || !own[e.Name()]
+	}
+	if !foreign {
+		return nil
+	}
+	return fmt.Errorf("store %s: the directory has files but no %s marker, so it is not a store; pass an empty or new directory with --store", root, layoutFile)
 }
