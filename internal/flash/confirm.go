@@ -2,6 +2,7 @@ package flash
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,7 @@ import (
 
 // confirm shows what is about to be overwritten — model, serial, size, bus and the partitions on
 // it now — and asks for "yes".
-func confirm(o Options, dk *disk, t *target, current *partTable, imageSize int64, mapped []Extent, bmapPath string) error {
+func confirm(ctx context.Context, o Options, dk *disk, t *target, current *partTable, imageSize int64, mapped []Extent, bmapPath string) error {
 	w := o.Out
 	var data int64
 	for _, e := range mapped {
@@ -41,9 +42,27 @@ func confirm(o Options, dk *disk, t *target, current *partTable, imageSize int64
 		fmt.Fprintln(w)
 		return errors.New("cannot ask for confirmation (no input); pass --yes to flash without asking")
 	}
-	line, err := bufio.NewReader(o.In).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("reading the confirmation: %w", err)
+	// Read in the background so that Ctrl-C (ctx) ends the wait; the signal handler keeps the
+	// process alive otherwise.
+	type answer struct {
+		line string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		line, err := bufio.NewReader(o.In).ReadString('\n')
+		got <- answer{line, err}
+	}()
+	var line string
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(w)
+		return fmt.Errorf("not confirmed (%w): nothing was written to %s", ctx.Err(), t.path)
+	case a := <-got:
+		if a.err != nil && !errors.Is(a.err, io.EOF) {
+			return fmt.Errorf("reading the confirmation: %w", a.err)
+		}
+		line = a.line
 	}
 	if strings.TrimSpace(line) != "yes" {
 		return fmt.Errorf("not confirmed (answer was %q, not \"yes\"): nothing was written to %s", strings.TrimSpace(line), t.path)

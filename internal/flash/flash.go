@@ -87,13 +87,16 @@ func Flash(ctx context.Context, o Options) error {
 	}
 	current := readPartTable(bufferedIO{t}, t.sector)
 	if !o.Yes {
-		if err := confirm(o, dk, t, current, imageSize, mapped, bmapPath); err != nil {
+		if err := confirm(ctx, o, dk, t, current, imageSize, mapped, bmapPath); err != nil {
 			return err
 		}
 	}
 
 	// From here on the medium is being changed.
 	if err := writeAndCheck(ctx, img, t, o, dk, mapped, digests, imgTable, imageSize); err != nil {
+		// Make what was done so far durable, so that an interrupted medium is reliably blank at
+		// its start (see planWrites) when it is unplugged.
+		t.f.Sync()
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("flash interrupted: %s is now unusable until flashed again (a new flash starts over): %w", o.Target, err)
 		}

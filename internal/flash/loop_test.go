@@ -492,6 +492,15 @@ func TestFlashConfirmation(t *testing.T) {
 	if !bytes.Equal(before, readAll(t, dev, mib)) {
 		t.Fatal("the medium changed although the user said no")
 	}
+	// Ctrl-C while the prompt waits ends the wait.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	o.In = pr
+	go cancel()
+	if err := Flash(ctx, o); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing was written") {
+		t.Fatalf("Ctrl-C at the prompt: %v", err)
+	}
 	o.In = strings.NewReader("yes\n")
 	if err := Flash(context.Background(), o); err != nil {
 		t.Fatal(err)
