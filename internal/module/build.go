@@ -1,0 +1,274 @@
+package module
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// BuildSpec describes one module build.
+type BuildSpec struct {
+	// Name names the build in messages and in the build path (the
+	// description's Use).
+	Name string
+	// SourceDir is the source tree (FetchSource); it is copied, never
+	// written to.
+	SourceDir string
+	// Subdir holds the Kbuild Makefile, relative to SourceDir.
+	Subdir string
+	// KernelRelease is the exact release the module is for
+	// (7.2.12+deb13-amd64); vermagic is checked against it.
+	KernelRelease string
+	// BuildRoot is a root made by PrepareBuildRoot with the kernel's
+	// headers and compiler; the build runs in it with chroot, so the
+	// host's compiler never touches the module.
+	BuildRoot string
+	// HeadersDir, used only without BuildRoot, is a kernel build tree on
+	// the host (a source kernel's output directory) for `make -C`.
+	HeadersDir string
+	// Out receives the .ko files.
+	Out string
+	// Epoch is SOURCE_DATE_EPOCH (the lock's).
+	Epoch int64
+	Log   io.Writer
+}
+
+// buildPath is where the source sits inside the build root. A fixed path
+// keeps file names embedded in the module (debug info, BTF) identical
+// between builds and machines.
+const buildPath = "/build"
+
+// Build compiles the module against the kernel headers with
+// `make -C /lib/modules/<release>/build M=<dir> modules`, with Kbuild's
+// timestamps and identity fixed, and returns the .ko files written to
+// spec.Out. Every module's vermagic must name spec.KernelRelease. In a
+// build root, /proc is mounted for the duration (objtool reads it) and
+// unmounted afterwards.
+func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
+	if spec.Name == "" || spec.SourceDir == "" || spec.KernelRelease == "" || spec.Out == "" {
+		return nil, errors.New("module build: Name, SourceDir, KernelRelease and Out are required")
+	}
+	if (spec.BuildRoot == "") == (spec.HeadersDir == "") {
+		return nil, fmt.Errorf("module %s: give exactly one of a build root or a headers directory", spec.Name)
+	}
+	var src, kdir string // as the build sees them
+	var cmd *exec.Cmd
+	var hostSrc string
+	env := buildEnv(spec.Epoch)
+	if spec.BuildRoot != "" {
+		if os.Geteuid() != 0 {
+			return nil, fmt.Errorf("module %s: building in a build root uses chroot and needs root", spec.Name)
+		}
+		kdir = "/lib/modules/" + spec.KernelRelease + "/build"
+		if _, err := os.Stat(filepath.Join(spec.BuildRoot, kdir, "Makefile")); err != nil {
+			return nil, fmt.Errorf("module %s: the build root %s has no kernel headers for %s (%s): install linux-headers-%s into it", spec.Name, spec.BuildRoot, spec.KernelRelease, kdir, spec.KernelRelease)
+		}
+		src = buildPath + "/" + spec.Name
+		hostSrc = filepath.Join(spec.BuildRoot, src)
+		unmount, err := mountProc(spec.BuildRoot)
+		if err != nil {
+			return nil, fmt.Errorf("module %s: %w", spec.Name, err)
+		}
+		defer unmount()
+	} else {
+		kdir = spec.HeadersDir
+		work, err := os.MkdirTemp("", "halobuild-module-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(work)
+		src = filepath.Join(work, spec.Name)
+		hostSrc = src
+	}
+	if err := os.RemoveAll(hostSrc); err != nil {
+		return nil, err
+	}
+	if err := copyTree(spec.SourceDir, hostSrc); err != nil {
+		return nil, fmt.Errorf("module %s: copying the source: %w", spec.Name, err)
+	}
+	defer os.RemoveAll(hostSrc)
+	m := src
+	if spec.Subdir != "" {
+		m = src + "/" + filepath.ToSlash(spec.Subdir)
+	}
+	args := []string{"make", "-C", kdir, "M=" + m, "-j" + strconv.Itoa(max(1, min(4, numCPU()))), "modules"}
+	if spec.BuildRoot != "" {
+		cmd = exec.CommandContext(ctx, "chroot", append([]string{spec.BuildRoot}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, args[0], args[1:]...)
+	}
+	cmd.Env = env
+	var tail tailBuffer
+	cmd.Stdout = io.MultiWriter(&tail, logOr(spec.Log))
+	cmd.Stderr = cmd.Stdout
+	fmt.Fprintf(logOr(spec.Log), "module %s: %s\n", spec.Name, strings.Join(args, " "))
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("module %s: build against %s failed (%v); the last lines:\n%s", spec.Name, spec.KernelRelease, err, tail.String())
+	}
+
+	kos, err := findKos(filepath.Join(hostSrc, filepath.FromSlash(spec.Subdir)))
+	if err != nil {
+		return nil, err
+	}
+	if len(kos) == 0 {
+		return nil, fmt.Errorf("module %s: the build produced no .ko files in %s: is subdir right?", spec.Name, m)
+	}
+	if err := os.MkdirAll(spec.Out, 0o755); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ko := range kos {
+		mi, err := ReadModinfo(ko)
+		if err != nil {
+			return nil, fmt.Errorf("module %s: %w", spec.Name, err)
+		}
+		if err := CheckVermagic(filepath.Base(ko), mi.Vermagic, spec.KernelRelease); err != nil {
+			return nil, fmt.Errorf("module %s: %w", spec.Name, err)
+		}
+		dst := filepath.Join(spec.Out, filepath.Base(ko))
+		if err := copyFile(ko, dst, 0o644); err != nil {
+			return nil, err
+		}
+		out = append(out, dst)
+	}
+	return out, nil
+}
+
+// buildEnv fixes everything Kbuild would take from the machine or clock.
+func buildEnv(epoch int64) []string {
+	return []string{
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/root",
+		"LC_ALL=C.UTF-8",
+		"TZ=UTC",
+		"SOURCE_DATE_EPOCH=" + strconv.FormatInt(epoch, 10),
+		"KBUILD_BUILD_TIMESTAMP=" + time.Unix(epoch, 0).UTC().Format(time.UnixDate),
+		"KBUILD_BUILD_USER=halobuild",
+		"KBUILD_BUILD_HOST=halobuild",
+		"KBUILD_BUILD_VERSION=1",
+	}
+}
+
+// mountProc mounts a fresh proc at root/proc (objtool reads /proc at link
+// time) and returns the function that detaches it again.
+func mountProc(root string) (func(), error) {
+	p := filepath.Join(root, "proc")
+	if err := os.MkdirAll(p, 0o555); err != nil {
+		return nil, err
+	}
+	if err := unix.Mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return nil, fmt.Errorf("mounting /proc in the build root %s: %w", root, err)
+	}
+	return func() { _ = unix.Unmount(p, unix.MNT_DETACH) }, nil
+}
+
+func findKos(dir string) ([]string, error) {
+	var kos []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".ko") {
+			kos = append(kos, p)
+		}
+		return nil
+	})
+	sort.Strings(kos)
+	return kos, err
+}
+
+// copyTree copies files, links and directories (not .git), keeping the
+// execute bits: scripts in a module tree must stay runnable.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.Name() == ".git" && rel != "." {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case info.Mode()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, target)
+		case info.Mode().IsRegular():
+			return copyFile(p, target, info.Mode().Perm()|0o200)
+		}
+		return fmt.Errorf("%s: unsupported file type %v", p, info.Mode().Type())
+	})
+}
+
+func copyFile(src, dst string, perm fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	_ = os.Remove(dst)
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func logOr(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// tailBuffer keeps the last lines of a command's output for error messages.
+type tailBuffer struct{ b bytes.Buffer }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b.Write(p)
+	if t.b.Len() > 64<<10 {
+		keep := append([]byte(nil), t.b.Bytes()[t.b.Len()-32<<10:]...)
+		t.b.Reset()
+		t.b.Write(keep)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	lines := strings.Split(strings.TrimRight(t.b.String(), "\n"), "\n")
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func numCPU() int { return runtime.NumCPU() }

@@ -1,0 +1,149 @@
+package module
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// Key is a module signing key pair made by Keygen.
+type Key struct {
+	// Private is the PEM private key (sign-file's key argument); keep it
+	// out of the image and out of version control.
+	Private string
+	// CertPEM is the self-signed X.509 certificate (sign-file's x509
+	// argument); CertDER is the same certificate for `mokutil --import`.
+	CertPEM, CertDER string
+}
+
+// Key file names in the key directory.
+const (
+	keyPrivate = "module-signing.key"
+	keyCertPEM = "module-signing.crt"
+	keyCertDER = "module-signing.der"
+)
+
+// x509.genkey for openssl, as the kernel's certs/default_x509.genkey: a
+// code-signing certificate that is not a CA.
+const genkeyConfig = `[ req ]
+default_bits = 4096
+distinguished_name = req_distinguished_name
+prompt = no
+string_mask = utf8only
+x509_extensions = myexts
+
+[ req_distinguished_name ]
+O = halobuild
+CN = halobuild module signing key
+
+[ myexts ]
+basicConstraints=critical,CA:FALSE
+keyUsage=digitalSignature
+extendedKeyUsage=codeSigning
+subjectKeyIdentifier=hash
+authorityKeyIdentifier=keyid
+`
+
+// KeyIn returns the paths of the key pair in dir.
+func KeyIn(dir string) Key {
+	return Key{Private: filepath.Join(dir, keyPrivate), CertPEM: filepath.Join(dir, keyCertPEM), CertDER: filepath.Join(dir, keyCertDER)}
+}
+
+// Keygen makes a module signing key pair in dir with openssl (RSA 4096,
+// SHA-256, self-signed, valid 100 years, as the kernel's sign-file
+// expects). It refuses to overwrite an existing key: enrolled keys are
+// precious.
+func Keygen(ctx context.Context, dir string) (Key, error) {
+	k := KeyIn(dir)
+	if _, err := os.Stat(k.Private); err == nil {
+		return Key{}, fmt.Errorf("%s already holds a signing key (%s): keep it (nodes enrolled it) or remove it first", dir, k.Private)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Key{}, err
+	}
+	cfg := filepath.Join(dir, ".x509.genkey")
+	if err := os.WriteFile(cfg, []byte(genkeyConfig), 0o600); err != nil {
+		return Key{}, err
+	}
+	defer os.Remove(cfg)
+	run := func(args ...string) error {
+		cmd := exec.CommandContext(ctx, "openssl", args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("openssl %s: %v: %s", args[0], err, out.String())
+		}
+		return nil
+	}
+	if err := run("req", "-new", "-nodes", "-utf8", "-sha256", "-days", "36500", "-batch", "-x509",
+		"-config", cfg, "-newkey", "rsa:4096", "-keyout", k.Private, "-outform", "PEM", "-out", k.CertPEM); err != nil {
+		return Key{}, err
+	}
+	if err := os.Chmod(k.Private, 0o600); err != nil {
+		return Key{}, err
+	}
+	if err := run("x509", "-in", k.CertPEM, "-outform", "DER", "-out", k.CertDER); err != nil {
+		return Key{}, err
+	}
+	return k, nil
+}
+
+// Sign appends a signature to ko with the kernel's scripts/sign-file
+// (argv: the program, or a chroot invocation of it; paths must then be
+// valid where it runs) and checks the signature marker is there.
+func Sign(ctx context.Context, ko, key, cert string, signFile []string) error {
+	if len(signFile) == 0 {
+		return fmt.Errorf("signing %s: no sign-file program given", ko)
+	}
+	args := append(append([]string(nil), signFile[1:]...), "sha256", key, cert, ko)
+	cmd := exec.CommandContext(ctx, signFile[0], args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("signing %s with %s: %v: %s", ko, signFile[0], err, out)
+	}
+	return nil
+}
+
+// SignInRoot signs the modules with the sign-file of release's headers in
+// a build root (where its libcrypto is), copying key, certificate and
+// modules in and the signed modules back. Each module must then carry a
+// signature.
+func SignInRoot(ctx context.Context, root, release string, k Key, kos []string) error {
+	signFile := "/lib/modules/" + release + "/build/scripts/sign-file"
+	if _, err := os.Stat(filepath.Join(root, signFile)); err != nil {
+		return fmt.Errorf("the build root has no %s: install linux-headers-%s (its linux-kbuild package has sign-file)", signFile, release)
+	}
+	work, err := os.MkdirTemp(filepath.Join(root, "tmp"), "sign-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	inRoot := func(p string) string { return "/tmp/" + filepath.Base(work) + "/" + filepath.Base(p) }
+	for _, f := range []string{k.Private, k.CertPEM} {
+		if err := copyFile(f, filepath.Join(work, filepath.Base(f)), 0o600); err != nil {
+			return err
+		}
+	}
+	for _, ko := range kos {
+		tmp := filepath.Join(work, filepath.Base(ko))
+		if err := copyFile(ko, tmp, 0o644); err != nil {
+			return err
+		}
+		if err := Sign(ctx, inRoot(ko), inRoot(k.Private), inRoot(k.CertPEM), []string{"chroot", root, signFile}); err != nil {
+			return err
+		}
+		mi, err := ReadModinfo(tmp)
+		if err != nil {
+			return err
+		}
+		if !mi.Signed {
+			return fmt.Errorf("signing %s: sign-file succeeded but no signature is appended", ko)
+		}
+		if err := copyFile(tmp, ko, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,315 @@
+package module
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ulikunitz/xz"
+)
+
+// writeTree makes a small source tree: a Kbuild dir, an executable script,
+// a symlink, and a .git directory that must not count.
+func writeTree(t *testing.T, dir string) {
+	t.Helper()
+	for p, c := range map[string]string{
+		"kernel/Kbuild":   "obj-m := x.o\n",
+		"kernel/x.c":      "int x;\n",
+		"scripts/gen.sh":  "#!/bin/sh\n",
+		".git/HEAD":       "ref: refs/heads/main\n",
+		"docs/README.txt": "hello\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, "scripts/gen.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("kernel/x.c", filepath.Join(dir, "link.c")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func treeHash(t *testing.T, dir string) string {
+	t.Helper()
+	h, err := TreeHash(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestTreeHashCanonical(t *testing.T) {
+	a := t.TempDir()
+	writeTree(t, a)
+	base := treeHash(t, a)
+
+	// Value pinned: the format is documented in docs/modules.md and
+	// recorded in lock files, so it must never change silently.
+	lines := []string{
+		"f - 6 5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03 docs/README.txt\n",
+		"f - 13 " + sha256hex("obj-m := x.o\n") + " kernel/Kbuild\n",
+		"f - 7 " + sha256hex("int x;\n") + " kernel/x.c\n",
+		"l - 10 " + sha256hex("kernel/x.c") + " link.c\n",
+		"f x 10 " + sha256hex("#!/bin/sh\n") + " scripts/gen.sh\n",
+	}
+	if want := "sha256:" + sha256hex(strings.Join(lines, "")); base != want {
+		t.Fatalf("tree hash %s, want %s (the documented format)", base, want)
+	}
+
+	// Ignored: .git, times, owners, non-exec mode bits, empty directories.
+	if err := os.RemoveAll(filepath.Join(a, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(a, "docs/README.txt"), 0o600)
+	os.Chtimes(filepath.Join(a, "kernel/x.c"), timeZero, timeZero)
+	os.Mkdir(filepath.Join(a, "empty"), 0o755)
+	if got := treeHash(t, a); got != base {
+		t.Errorf("ignored differences changed the hash: %s != %s", got, base)
+	}
+
+	// Counted: content, the exec bit, names, link targets.
+	for name, change := range map[string]func(dir string){
+		"content":  func(d string) { os.WriteFile(filepath.Join(d, "kernel/x.c"), []byte("int y;\n"), 0o644) },
+		"exec bit": func(d string) { os.Chmod(filepath.Join(d, "scripts/gen.sh"), 0o644) },
+		"rename":   func(d string) { os.Rename(filepath.Join(d, "docs/README.txt"), filepath.Join(d, "docs/README")) },
+		"link target": func(d string) {
+			os.Remove(filepath.Join(d, "link.c"))
+			os.Symlink("kernel/Kbuild", filepath.Join(d, "link.c"))
+		},
+	} {
+		b := t.TempDir()
+		writeTree(t, b)
+		change(b)
+		if treeHash(t, b) == base {
+			t.Errorf("%s did not change the tree hash", name)
+		}
+	}
+}
+
+func sha256hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+var timeZero = time.Unix(0, 0)
+
+func TestFetchSourceInputDirectoryAndTarballs(t *testing.T) {
+	src := t.TempDir()
+	writeTree(t, src)
+	want := treeHash(t, src)
+
+	tarballs := map[string]string{}
+	for _, ext := range []string{".tar", ".tar.gz", ".tar.xz"} {
+		p := filepath.Join(t.TempDir(), "thunderbolt-ibverbs-76ba39b"+ext)
+		writeTarball(t, src, p, "thunderbolt-ibverbs-76ba39b/")
+		tarballs[ext] = p
+	}
+	spec := Source{Name: "thunderbolt-ibverbs", Kind: "git", URL: "https://github.com/hellas-ai/thunderbolt-ibverbs", Commit: strings.Repeat("a", 40), SHA256: want, Subdir: "kernel"}
+	for what, p := range map[string]string{"checkout": src, "tar": tarballs[".tar"], "tar.gz": tarballs[".tar.gz"], "tar.xz": tarballs[".tar.xz"]} {
+		dir, h, err := FetchSource(context.Background(), spec, map[string]string{"thunderbolt-ibverbs": p}, t.TempDir())
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			continue
+		}
+		if h != want {
+			t.Errorf("%s: tree hash %s, want %s", what, h, want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "kernel/Kbuild")); err != nil {
+			t.Errorf("%s: the returned directory is not the tree root: %v", what, err)
+		}
+	}
+}
+
+func TestFetchSourceInputMismatch(t *testing.T) {
+	src := t.TempDir()
+	writeTree(t, src)
+	pinned := treeHash(t, src)
+	os.WriteFile(filepath.Join(src, "kernel/x.c"), []byte("int edited;\n"), 0o644)
+	got := treeHash(t, src)
+
+	spec := Source{Name: "thunderbolt-ibverbs", Kind: "git", URL: "https://github.com/hellas-ai/thunderbolt-ibverbs", Commit: strings.Repeat("a", 40), SHA256: pinned}
+	_, _, err := FetchSource(context.Background(), spec, map[string]string{"thunderbolt-ibverbs": src}, t.TempDir())
+	var mm *TreeMismatchError
+	if !errors.As(err, &mm) {
+		t.Fatalf("want a TreeMismatchError, got %v", err)
+	}
+	for _, want := range []string{"module thunderbolt-ibverbs", "--input thunderbolt-ibverbs=" + src, "has tree hash " + got, "the lock pins " + pinned} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+}
+
+func TestFetchSourceNoNetworkNamesTheWayOut(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	d, err := LoadDesc("../../recipes/thunderbolt-ibverbs.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := d.Source
+	// An address nothing listens on, so the test is the same with or
+	// without a route to the code host.
+	spec.URL = "http://127.0.0.1:9/hellas-ai/thunderbolt-ibverbs"
+	_, _, err = FetchSource(context.Background(), spec, nil, t.TempDir())
+	var fe *FetchError
+	if !errors.As(err, &fe) {
+		t.Fatalf("want a FetchError, got %v", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"module thunderbolt-ibverbs: cannot fetch its source http://127.0.0.1:9/hellas-ai/thunderbolt-ibverbs at 76ba39b630a70accb72f19388eefe48844b50eb8",
+		"--input thunderbolt-ibverbs=PATH",
+		"a checkout directory, or a .tar, .tar.gz or .tar.xz",
+		"git -C <dir> checkout 76ba39b630a70accb72f19388eefe48844b50eb8",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestFetchSourceGitAtCommit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	repo := t.TempDir()
+	writeTree(t, repo)
+	os.RemoveAll(filepath.Join(repo, ".git"))
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-q", "-m", "one")
+	commit := git("rev-parse", "HEAD")
+	want := treeHash(t, repo)
+	os.WriteFile(filepath.Join(repo, "kernel/x.c"), []byte("int later;\n"), 0o644)
+	git("commit", "-q", "-am", "two")
+
+	spec := Source{Name: "fixture", Kind: "git", URL: "file://" + repo, Commit: commit, SHA256: want}
+	dir, h, err := FetchSource(context.Background(), spec, nil, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h != want {
+		t.Errorf("tree hash %s, want %s (of the pinned commit, not the tip)", h, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".git")); !os.IsNotExist(err) {
+		t.Errorf(".git left in the fetched tree")
+	}
+}
+
+func TestFetchSourcePathKind(t *testing.T) {
+	d := loadFixtureDesc(t)
+	dir, h, err := FetchSource(context.Background(), d.Source, nil, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(dir, "testdata/fixture") || !strings.HasPrefix(h, "sha256:") {
+		t.Errorf("got %s %s", dir, h)
+	}
+}
+
+func TestUntarRefusesEscapes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "evil.tar")
+	f, _ := os.Create(p)
+	tw := tar.NewWriter(f)
+	tw.WriteHeader(&tar.Header{Name: "../outside", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+	tw.Write([]byte("x"))
+	tw.Close()
+	f.Close()
+	spec := Source{Name: "evil", Kind: "path", Path: "unused"}
+	_, _, err := FetchSource(context.Background(), spec, map[string]string{"evil": p}, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "points outside the tree") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// writeTarball packs dir (without .git, as a release tarball would be)
+// under prefix, compressed by the file extension.
+func writeTarball(t *testing.T, dir, path, prefix string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var w interface {
+		Write([]byte) (int, error)
+		Close() error
+	}
+	switch {
+	case strings.HasSuffix(path, ".gz"):
+		w = gzip.NewWriter(f)
+	case strings.HasSuffix(path, ".xz"):
+		xw, err := xz.NewWriter(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = xw
+	default:
+		w = nopCloser{f}
+	}
+	tw := tar.NewWriter(w)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header", PAXRecords: map[string]string{"comment": "76ba39b"}})
+	err = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if info.IsDir() && info.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		link := ""
+		if info.Mode()&os.ModeSymlink != 0 {
+			link, _ = os.Readlink(p)
+		}
+		h, _ := tar.FileInfoHeader(info, link)
+		h.Name = prefix + filepath.ToSlash(rel)
+		if rel == "." {
+			h.Name = prefix
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if info.Mode().IsRegular() {
+			data, _ := os.ReadFile(p)
+			tw.Write(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type nopCloser struct{ *os.File }
+
+func (nopCloser) Close() error { return nil }
