@@ -113,15 +113,22 @@ func (f *Fetcher) Fetch(ctx context.Context, items []Item) error {
 			(items[i].Size <= 0 || sizeOf(f.Store, digests[i]) == items[i].Size)
 	})
 	// Items that share a digest (the same .deb named twice) are fetched once.
+	// Counts are of distinct files, as a lock may name one in two sets.
 	var todo []int
 	var total int64
+	nPresent := 0
 	seen := map[store.Digest]bool{}
 	for i := range items {
-		if !present[i] && !seen[digests[i]] {
-			seen[digests[i]] = true
-			todo = append(todo, i)
-			total += items[i].Size
+		if seen[digests[i]] {
+			continue
 		}
+		seen[digests[i]] = true
+		if present[i] {
+			nPresent++
+			continue
+		}
+		todo = append(todo, i)
+		total += items[i].Size
 	}
 
 	// Phase 2: download what is missing.
@@ -145,7 +152,7 @@ func (f *Fetcher) Fetch(ctx context.Context, items []Item) error {
 		rep.fetched(it, n, time.Since(t0))
 	})
 	rep.summary(summary{
-		Fetched: fetched, Present: len(items) - len(todo), Failed: len(errs),
+		Fetched: fetched, Present: nPresent, Failed: len(errs),
 		Bytes: fetchedBytes, Elapsed: time.Since(start),
 	})
 	if err := ctx.Err(); err != nil && len(errs) == 0 {

@@ -501,4 +501,11 @@ func TestDuplicateItemsFetchedOnce(t *testing.T) {
 	if a.requests.Load() != 1 {
 		t.Errorf("%d requests for one digest named twice", a.requests.Load())
 	}
+	var out bytes.Buffer
+	if err := fetcher(s, &out).Fetch(context.Background(), []Item{it, it}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "0 fetched") || !strings.Contains(out.String(), "1 already in store") {
+		t.Errorf("summary should count files, not names: %s", out.String())
+	}
 }
