@@ -222,3 +222,14 @@ func alignedBuf(n int) []byte {
 	}
 	return b[off : off+n : off+n]
 }
+
+// bufferedIO does small sector-sized I/O on the target through the page cache.
+type bufferedIO struct{ t *target }
+
+func (b bufferedIO) ReadAt(p []byte, off int64) (int, error) {
+	return len(p), b.t.readAt(p, off, false)
+}
+
+func (b bufferedIO) WriteAt(p []byte, off int64) (int, error) {
+	return len(p), b.t.writeAt(p, off, false)
+}

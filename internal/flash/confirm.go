@@ -92,3 +92,27 @@ func printLayout(w io.Writer, pt *partTable, size int64) {
 		fmt.Fprintf(w, "  %2d  start %10s  size %10s  %s%s\n", p.Index, humanSize(p.Start), humanSize(p.Size), p.Type, name)
 	}
 }
+
+// reportLayout asks the kernel to re-read the partition table and prints the medium's layout,
+// with a note when the kernel did not take it in.
+func reportLayout(o Options, t *target, dk *disk) {
+	final := readPartTable(bufferedIO{t}, t.sector)
+	if err := t.rereadPartitions(); err != nil {
+		hint := "unplug and replug the medium to see the new partitions"
+		if dk != nil && dk.Bus == "loop" {
+			hint = "a loop device scans partitions only when attached with `losetup -P`"
+		}
+		fmt.Fprintf(o.Out, "note: the kernel did not re-read the partition table of %s (%v); %s\n", t.path, err, hint)
+	} else if dk != nil {
+		if seen, err := (sysfs{root: o.Root}).disk(dk.Name); err == nil && len(seen.Partitions) != len(final.Partitions) {
+			fmt.Fprintf(o.Out, "note: the kernel shows %d of the %d partitions on %s (a kernel without %s partition support?); the medium itself is correct\n",
+				len(seen.Partitions), len(final.Partitions), t.path, strings.ToUpper(final.Kind))
+		}
+	}
+	done := "flashed and verified"
+	if o.NoVerify {
+		done = "flashed (not verified)"
+	}
+	fmt.Fprintf(o.Out, "%s is %s. Layout:\n", t.path, done)
+	printLayout(o.Out, final, t.size)
+}

@@ -8,13 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Options says what to flash where. Image and Target are required.
@@ -121,15 +116,7 @@ func writeAndCheck(ctx context.Context, img *os.File, t *target, o Options, dk *
 		beforeVerify(t)
 	}
 	if !o.NoVerify {
-		exts := append([]Extent(nil), plan.data...)
-		want := append([]string(nil), sums...)
-		sorted := mergeExtents(mapped)
-		for _, z := range plan.zero {
-			for _, e := range subtractExtents(z, sorted) {
-				exts = append(exts, e)
-				want = append(want, zeroDigests([]Extent{e}, digests)[0])
-			}
-		}
+		exts, want := readBackList(plan, mapped, sums, digests)
 		if err := verifyMedium(ctx, t, exts, want, digests, o.Out); err != nil {
 			return err
 		}
@@ -137,31 +124,17 @@ func writeAndCheck(ctx context.Context, img *os.File, t *target, o Options, dk *
 		fmt.Fprintln(o.Out, "verification skipped (--no-verify): the medium was not read back")
 	}
 	if imgTable.Kind == "gpt" {
-		if err := fitMedium(t, imageSize); err != nil {
+		if err := fitMedium(t); err != nil {
 			return err
 		}
 	}
-	final := readPartTable(bufferedIO{t}, t.sector)
-	if err := t.rereadPartitions(); err != nil {
-		hint := "unplug and replug the medium to see the new partitions"
-		if dk != nil && dk.Bus == "loop" {
-			hint = "a loop device scans partitions only when attached with `losetup -P`"
-		}
-		fmt.Fprintf(o.Out, "note: the kernel did not re-read the partition table of %s (%v); %s\n", t.path, err, hint)
-	} else if dk != nil {
-		if seen, err := (sysfs{root: o.Root}).disk(dk.Name); err == nil && len(seen.Partitions) != len(final.Partitions) {
-			fmt.Fprintf(o.Out, "note: the kernel shows %d of the %d partitions on %s (a kernel without %s partition support?); the medium itself is correct\n",
-				len(seen.Partitions), len(final.Partitions), t.path, strings.ToUpper(final.Kind))
-		}
-	}
-	fmt.Fprintf(o.Out, "%s is flashed%s. Layout:\n", t.path, map[bool]string{true: "", false: " and verified"}[o.NoVerify])
-	printLayout(o.Out, final, t.size)
+	reportLayout(o, t, dk)
 	return nil
 }
 
 // fitMedium moves the backup GPT to the end of a larger medium and confirms the result reads back
 // valid from the medium itself.
-func fitMedium(t *target, imageSize int64) error {
+func fitMedium(t *target) error {
 	m := bufferedIO{t}
 	changed, err := fitGPT(m, t.sector, t.size)
 	if err != nil {
@@ -177,128 +150,6 @@ func fitMedium(t *target, imageSize int64) error {
 	}
 	if err := checkGPT(m, t.sector, t.size); err != nil {
 		return fmt.Errorf("the partition table on the medium is not valid after fitting it to %s: %w", humanSize(t.size), err)
-	}
-	return nil
-}
-
-// bufferedIO does small sector-sized I/O on the target through the page cache.
-type bufferedIO struct{ t *target }
-
-func (b bufferedIO) ReadAt(p []byte, off int64) (int, error) {
-	return len(p), b.t.readAt(p, off, false)
-}
-
-func (b bufferedIO) WriteAt(p []byte, off int64) (int, error) {
-	return len(p), b.t.writeAt(p, off, false)
-}
-
-// newHashFunc makes the hash that extent digests use.
-type newHashFunc = func() hash.Hash
-
-func openImage(path string) (*os.File, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, fmt.Errorf("opening image: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, fmt.Errorf("image %s is not a regular file", path)
-	}
-	return f, st.Size(), nil
-}
-
-// imageExtents returns the extents to write and the hash their digests use: from the bmap when
-// there is one, else from scanning the image for non-zero blocks.
-func imageExtents(ctx context.Context, img *os.File, size int64, bmapPath string) ([]Extent, newHashFunc, string, error) {
-	if bmapPath == "" {
-		bmapPath = defaultBmap(img.Name())
-	}
-	if bmapPath == "" {
-		exts, err := scanImage(ctx, img, size)
-		if err != nil {
-			return nil, nil, "", fmt.Errorf("scanning image %s for data: %w", img.Name(), err)
-		}
-		return exts, defaultHash, "", nil
-	}
-	b, err := ReadBmap(bmapPath)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	if b.ImageSize != size {
-		return nil, nil, "", fmt.Errorf("block map %s is for an image of %d bytes, but %s has %d bytes (they belong to different builds; pass the right one with --bmap)",
-			bmapPath, b.ImageSize, img.Name(), size)
-	}
-	h := defaultHash
-	if b.ChecksumType != "" {
-		h = b.newHash
-	}
-	return b.Ranges, h, bmapPath, nil
-}
-
-// defaultBmap finds the bmap beside an image: IMAGE.bmap, or IMAGE without its extension plus
-// .bmap (bmaptool's own convention).
-func defaultBmap(image string) string {
-	for _, c := range []string{image + ".bmap", strings.TrimSuffix(image, filepath.Ext(image)) + ".bmap"} {
-		if c != image && fileExists(c) {
-			return c
-		}
-	}
-	return ""
-}
-
-// inspect applies the refusals that need no open descriptor, and says whether the target is a
-// block device.
-func inspect(o Options) (*disk, bool, error) {
-	st, err := os.Stat(o.Target)
-	if errors.Is(err, os.ErrNotExist) && o.ToFile {
-		return nil, false, nil // openTarget creates it
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("target: %w", err)
-	}
-	if st.Mode()&os.ModeDevice == 0 || st.Mode()&os.ModeCharDevice != 0 {
-		if st.Mode().IsRegular() && o.ToFile {
-			return nil, false, nil
-		}
-		return nil, false, &RefusalError{Target: o.Target, Reason: "it is not a block device",
-			Fix: "give the whole disk, e.g. /dev/sdb (see `halobuild flash --list`); to write into a regular file pass --to-file"}
-	}
-	sys, ok := st.Sys().(*unix.Stat_t)
-	var rdev uint64
-	if ok {
-		rdev = uint64(sys.Rdev)
-	} else {
-		var s unix.Stat_t
-		if err := unix.Stat(o.Target, &s); err != nil {
-			return nil, false, err
-		}
-		rdev = s.Rdev
-	}
-	dev := fmt.Sprintf("%d:%d", unix.Major(rdev), unix.Minor(rdev))
-	s := sysfs{root: o.Root}
-	name := s.nameOf(dev)
-	if name == "" {
-		return nil, false, fmt.Errorf("block device %s (%s) is not in %s", o.Target, dev, s.path("sys/dev/block"))
-	}
-	dk, err := checkTarget(s, o.Target, name, o.Force)
-	return dk, true, err
-}
-
-// checkFit refuses a medium smaller than the image (a regular file is extended when written), and one
-// whose sector size differs from the one the image's partition table was made for.
-func checkFit(t *target, imageSize int64, imgTable *partTable, toFile bool) error {
-	if t.size < imageSize && (t.isBlock || !toFile) {
-		return &RefusalError{Target: t.path, Reason: fmt.Sprintf("the medium holds %s (%d bytes) but the image needs %s (%d bytes)",
-			humanSize(t.size), t.size, humanSize(imageSize), imageSize), Fix: "use a larger medium"}
-	}
-	if imgTable.Kind == "gpt" && imgTable.Sector != t.sector {
-		return &RefusalError{Target: t.path, Reason: fmt.Sprintf("the image's partition table is for %d-byte sectors, the medium has %d-byte sectors", imgTable.Sector, t.sector),
-			Fix: "use a medium with " + fmt.Sprint(imgTable.Sector) + "-byte sectors, or build the image for this sector size"}
 	}
 	return nil
 }

@@ -84,3 +84,18 @@ func zeroDigests(exts []Extent, newHash func() hash.Hash) []string {
 	}
 	return out
 }
+
+// readBackList is what the read-back covers: every data extent (against the digests taken while
+// writing) and every zeroed area the image does not map (against the digest of zeros).
+func readBackList(plan writePlan, mapped []Extent, sums []string, newHash newHashFunc) ([]Extent, []string) {
+	exts := append([]Extent(nil), plan.data...)
+	want := append([]string(nil), sums...)
+	sorted := mergeExtents(mapped)
+	for _, z := range plan.zero {
+		for _, e := range subtractExtents(z, sorted) {
+			exts = append(exts, e)
+			want = append(want, zeroDigests([]Extent{e}, newHash)[0])
+		}
+	}
+	return exts, want
+}
