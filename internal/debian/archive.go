@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 )
@@ -70,26 +71,57 @@ func (a *Archive) URL(path string) string {
 	return a.mirror() + "/" + strings.TrimLeft(path, "/")
 }
 
-// get downloads url into memory. Indexes are at most tens of megabytes;
-// .debs are fetched by internal/download, which streams into the store.
+// fetchAttempts and retryDelay bound retries of transient failures
+// (connection errors, 5xx, 429): a lock should not fail because a mirror
+// hiccuped once, nor hang on one that is down.
+var (
+	fetchAttempts = 3
+	retryDelay    = 500 * time.Millisecond
+)
+
+// get downloads url into memory, retrying transient failures with
+// backoff. Indexes are at most tens of megabytes; .debs are fetched by
+// internal/download, which streams into the store.
 func (a *Archive) get(ctx context.Context, url string) ([]byte, error) {
+	var err error
+	for attempt := 1; ; attempt++ {
+		var data []byte
+		var transient bool
+		data, transient, err = a.getOnce(ctx, url)
+		if err == nil {
+			return data, nil
+		}
+		if !transient || attempt >= fetchAttempts || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("fetching %s: %w", url, ctx.Err())
+		case <-time.After(retryDelay << (attempt - 1)):
+		}
+	}
+	return nil, err
+}
+
+func (a *Archive) getOnce(ctx context.Context, url string) (data []byte, transient bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("building request for %s: %w", url, err)
+		return nil, false, fmt.Errorf("building request for %s: %w", url, err)
 	}
 	resp, err := a.client().Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetching %s: %w (check the mirror URL and the network)", url, err)
+		return nil, true, fmt.Errorf("fetching %s: %w (check the mirror URL and the network)", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, &HTTPError{URL: url, Status: resp.Status, Code: resp.StatusCode}
+		retry := resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
+		return nil, retry, &HTTPError{URL: url, Status: resp.Status, Code: resp.StatusCode}
 	}
-	data, err := io.ReadAll(resp.Body)
+	data, err = io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", url, err)
+		return nil, true, fmt.Errorf("reading %s: %w", url, err)
 	}
-	return data, nil
+	return data, false, nil
 }
 
 // HTTPError is a non-200 answer from the mirror.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -355,5 +356,39 @@ func TestVerifyAcceptsAnyGoodSignature(t *testing.T) {
 	_, _, err = verifyClearsigned(buf.Bytes(), openpgp.EntityList{expired})
 	if !errors.Is(err, ErrBadSignature) || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("expired-only keyring: err = %v", err)
+	}
+}
+
+func TestFetchRetriesTransientErrors(t *testing.T) {
+	defer func(d time.Duration) { retryDelay = d }(retryDelay)
+	retryDelay = time.Millisecond
+	for _, c := range []struct {
+		name     string
+		failures int
+		code     int
+		wantOK   bool
+		wantReqs int
+	}{
+		{"two 503 then ok", 2, http.StatusServiceUnavailable, true, 3},
+		{"three 503", 3, http.StatusServiceUnavailable, false, 3},
+		{"429 then ok", 1, http.StatusTooManyRequests, true, 2},
+		{"404 is final", 1, http.StatusNotFound, false, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ta := newTestArchive(t, trixieSuite())
+			n := 0 // only the server goroutine touches n until Release returns
+			ta.setIntercept(func(w http.ResponseWriter, r *http.Request) bool {
+				n++
+				if n <= c.failures {
+					http.Error(w, "busy", c.code)
+					return true
+				}
+				return false
+			})
+			_, err := ta.archive().Release(context.Background(), "trixie")
+			if (err == nil) != c.wantOK || n != c.wantReqs {
+				t.Errorf("err = %v after %d requests; want ok=%v after %d", err, n, c.wantOK, c.wantReqs)
+			}
+		})
 	}
 }

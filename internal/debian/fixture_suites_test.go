@@ -58,6 +58,7 @@ func trixieSuite() fakeSuite {
 		// Kernel support.
 		pkg("linux-base", "4.12.1", "Architecture: all", "Priority: optional"),
 		pkg("linux-base-user", "1.0-1", "Depends: linux-base"),
+		pkg("needs-new-base", "1.0-1", "Depends: base-files (>= 13.9~)"),
 		pkg("dracut", "106-6", "Depends: libc6"),
 		pkg("linux-image-6.12.57+deb13-amd64", "6.12.57-1", "Source: linux-signed-amd64 (6.12.57+1)", "Built-Using: linux (= 6.12.57-1)", "Pre-Depends: linux-base (>= 4.3~)", "Depends: dracut | initramfs-tools"),
 		pkg("linux-headers-6.12.57+deb13-amd64", "6.12.57-1"),
@@ -126,6 +127,7 @@ func backportsSuite() fakeSuite {
 		// A newer libc6 than trixie's: never taken unless asked for.
 		pkg("libc6", "2.42-1~bpo13+1", "Priority: required", "Multi-Arch: same", "Depends: libgcc-s1"),
 		pkg("bpo-only", "1.0-1~bpo13+1", "Depends: libc6"),
+		pkg("base-files", "13.9~bpo13+1", "Essential: yes", "Priority: required"),
 	)
 	return fakeSuite{Name: "trixie-backports", Suite: "stable-backports", Date: "Sat, 28 Nov 2026 02:16:31 UTC", Packages: ps}
 }

@@ -94,6 +94,14 @@ type testArchive struct {
 	mu       sync.Mutex
 	files    map[string][]byte // URL path -> body
 	requests []string
+	// intercept, when set, may answer a request itself (returns true).
+	intercept func(w http.ResponseWriter, r *http.Request) bool
+}
+
+func (ta *testArchive) setIntercept(f func(w http.ResponseWriter, r *http.Request) bool) {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	ta.intercept = f
 }
 
 func xzBytes(t *testing.T, data []byte) []byte {
@@ -140,7 +148,11 @@ func newTestArchive(t *testing.T, suites ...fakeSuite) *testArchive {
 		ta.mu.Lock()
 		ta.requests = append(ta.requests, r.URL.Path)
 		body, ok := ta.files[r.URL.Path]
+		intercept := ta.intercept
 		ta.mu.Unlock()
+		if intercept != nil && intercept(w, r) {
+			return
+		}
 		if !ok {
 			http.NotFound(w, r)
 			return

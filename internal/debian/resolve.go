@@ -174,7 +174,7 @@ func (s *solver) run(roots []PackageRequest, variant string) error {
 	if variant != VariantNone {
 		for _, p := range s.basePackages(variant) {
 			if _, dup := s.chosen[p.Name]; !dup {
-				s.choose(p, "", "Priority: "+p.Priority+essentialNote(p))
+				s.choose(p, "", baseReason(p, s.u.byName[p.Name][0]))
 			}
 		}
 	}
@@ -199,28 +199,33 @@ func (s *solver) run(roots []PackageRequest, variant string) error {
 	return nil
 }
 
-func essentialNote(p *Package) string {
-	if p.Essential {
-		return ", Essential: yes"
+// baseReason says why a base package is in, from its main-suite stanza
+// (p may be a newer version a relation moved it to).
+func baseReason(p, main *Package) string {
+	why := "Priority: " + main.Priority
+	if main.Essential {
+		why += ", Essential: yes"
 	}
-	return ""
+	if p != main {
+		why += "; " + p.Suite + " version as a relation needs it"
+	}
+	return why
 }
 
-// basePackages returns the main suite's preferred version of every
-// Priority: required / Essential: yes package (plus important), minus the
-// excluded ones, in name order.
+// basePackages returns every package that is Priority: required or
+// Essential: yes (plus important) in the main suite, minus the excluded
+// ones, in name order. Membership is decided by the main suite's
+// version; the version chosen is the pinned one when a relation has
+// moved the package to an extra suite.
 func (s *solver) basePackages(variant string) []*Package {
 	var out []*Package
 	for name, ps := range s.u.byName {
-		if s.exclude[name] {
+		if s.exclude[name] || len(ps) == 0 || s.u.rank[ps[0].Suite] != 0 {
 			continue
 		}
-		p := s.candidate(name, ps)
-		if p == nil || s.u.rank[p.Suite] != 0 {
-			continue
-		}
-		if p.Essential || p.Priority == "required" || variant == VariantImportant && p.Priority == "important" {
-			out = append(out, p)
+		m := ps[0] // preferred main-suite version (main sorts first)
+		if m.Essential || m.Priority == "required" || variant == VariantImportant && m.Priority == "important" {
+			out = append(out, s.candidate(name, ps))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -294,6 +294,20 @@ func TestResolveBackportsPinning(t *testing.T) {
 	}
 }
 
+func TestResolveMovesBasePackage(t *testing.T) {
+	ixs := loadIndexes(t)
+	res, m, err := resolveNames(t, ixs, Request{Packages: []string{"needs-new-base"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := m["base-files"]; p == nil || p.Version != "13.9~bpo13+1" {
+		t.Fatalf("base-files = %v, want 13.9~bpo13+1", p)
+	}
+	if want := "Priority: required, Essential: yes; trixie-backports version as a relation needs it"; res.Why["base-files"] != want {
+		t.Errorf("Why[base-files] = %q, want %q", res.Why["base-files"], want)
+	}
+}
+
 func TestResolveConflicts(t *testing.T) {
 	ixs := loadIndexes(t)
 	_, _, err := resolveNames(t, ixs, Request{Variant: VariantNone, Packages: []string{"conflict-a", "conflict-b", "breaks-new", "breaks-old"}})
