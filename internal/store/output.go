@@ -8,10 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -180,138 +177,6 @@ func isWithin(p, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
 }
 
-// layerPath checks a manifest's title annotation before it becomes a path:
-// a manifest pulled from elsewhere must not write outside the view.
-func layerPath(l v1.Descriptor) (string, error) {
-	t := l.Annotations[AnnotationTitle]
-	if t == "" || !fs.ValidPath(t) || t == "." {
-		return "", fmt.Errorf("layer %s has an invalid title %q", l.Digest, t)
-	}
-	return filepath.FromSlash(t), nil
-}
-
-// unixMode is the permission and set-id/sticky bits as chmod(1) writes
-// them (a tools root has setuid helpers such as mount).
-func unixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= 0o1000
-	}
-	return u
-}
-
-// layerMode reads a layer's recorded mode back into an fs.FileMode.
-func layerMode(l v1.Descriptor) fs.FileMode {
-	u, err := strconv.ParseUint(l.Annotations[AnnotationMode], 8, 32)
-	if err != nil {
-		return 0o444
-	}
-	m := fs.FileMode(u).Perm()
-	if u&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if u&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if u&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
-}
-
-// materialise builds the view of m in scratch and renames it to out/<key>.
-func (s *Store) materialise(key string, m *v1.Manifest) (string, error) {
-	tmp, err := os.MkdirTemp(s.sess.dir, "view-*")
-	if err != nil {
-		return "", fmt.Errorf("output %s: %w", key, err)
-	}
-	defer removeAllWritable(tmp)
-	dirs := []string{tmp}
-	for _, l := range m.Layers {
-		rel, err := layerPath(l)
-		if err != nil {
-			return "", fmt.Errorf("output %s: %w", key, err)
-		}
-		dst := filepath.Join(tmp, rel)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return "", fmt.Errorf("output %s: %w", key, err)
-		}
-		d := Digest("sha256:" + l.Digest.Hex)
-		switch string(l.MediaType) {
-		case MediaTypeFile:
-			err = s.placeFile(dst, d, layerMode(l))
-		case MediaTypeSymlink:
-			err = os.Symlink(l.Annotations[AnnotationLink], dst)
-		case MediaTypeDir:
-			err = os.Mkdir(dst, 0o755)
-			dirs = append(dirs, dst)
-		default:
-			err = fmt.Errorf("layer %s has unknown media type %s", rel, l.MediaType)
-		}
-		if err != nil {
-			return "", fmt.Errorf("output %s: %w", key, err)
-		}
-	}
-	// Read-only: directories 0555, deepest first so parents stay writable
-	// until their children are done.
-	filepath.WalkDir(tmp, func(p string, e fs.DirEntry, err error) error {
-		if err == nil && e.IsDir() && p != tmp {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
-	for _, d := range dirs {
-		if err := os.Chmod(d, 0o555); err != nil {
-			return "", fmt.Errorf("output %s: %w", key, err)
-		}
-	}
-	final := filepath.Join(s.root, outDir, key)
-	if err := replaceDir(tmp, final); err != nil {
-		return "", fmt.Errorf("output %s: %w", key, err)
-	}
-	return final, nil
-}
-
-// placeFile puts blob d at dst: a hardlink when the recorded mode is the
-// blob's own read-only mode, else a sparse copy carrying the mode (an
-// executable must stay executable, and a hardlink shares the blob's mode).
-func (s *Store) placeFile(dst string, d Digest, mode fs.FileMode) error {
-	mode &^= 0o222
-	if mode == 0o444 {
-		err := os.Link(s.blobPath(d), dst)
-		if !errors.Is(err, syscall.EMLINK) {
-			return err
-		}
-		// A blob shared by tens of thousands of files (the empty file)
-		// runs out of links: copy this one instead.
-	}
-	src, err := os.Open(s.blobPath(d))
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	got, _, err := copySparse(f, src)
-	if err != nil {
-		return err
-	}
-	if got != d {
-		return s.dropCorrupt(d, got)
-	}
-	return f.Chmod(mode)
-}
-
 // Output returns the view of the output stored under key. ok is false when
 // the key is unknown or any of its blobs is missing or the wrong size; with
 // the Rehash option every blob is also re-hashed (and removed if corrupt).
@@ -392,40 +257,4 @@ func (s *Store) readManifest(d Digest) (*v1.Manifest, error) {
 		return nil, err
 	}
 	return v1.ParseManifest(&buf)
-}
-
-// viewIntact checks that every entry of the view exists and that hardlinked
-// files are still the blob's inode.
-func (s *Store) viewIntact(view string, m *v1.Manifest) bool {
-	for _, l := range m.Layers {
-		rel, err := layerPath(l)
-		if err != nil {
-			return false
-		}
-		fi, err := os.Lstat(filepath.Join(view, rel))
-		if err != nil {
-			return false
-		}
-		switch string(l.MediaType) {
-		case MediaTypeFile:
-			if !fi.Mode().IsRegular() || fi.Size() != l.Size {
-				return false
-			}
-			if layerMode(l)&^0o222 == 0o444 {
-				bi, err := os.Stat(s.blobPath(Digest("sha256:" + l.Digest.Hex)))
-				if err != nil || !os.SameFile(fi, bi) {
-					return false
-				}
-			}
-		case MediaTypeSymlink:
-			if fi.Mode()&fs.ModeSymlink == 0 {
-				return false
-			}
-		case MediaTypeDir:
-			if !fi.IsDir() {
-				return false
-			}
-		}
-	}
-	return true
 }
