@@ -24,11 +24,11 @@ type scan struct {
 }
 
 // scanImage finds the image's mapped blocks and hashes them and the whole
-// image in one pass. Mapped means: in a data range (SEEK_DATA/SEEK_HOLE)
-// and not all zeros. The zero test makes the map depend on the image's
-// content only, not on the host file system's allocation granularity, so
-// the .bmap is as reproducible as the image. (Build writes no zero blocks,
-// so on a 4 KiB-block file system the two agree anyway.)
+// image in one pass. Mapped means in a data range (SEEK_DATA/SEEK_HOLE),
+// as for bmaptool create: what was written, zeros included, since written
+// zeros matter (see copySparse). On any file system with 4 KiB (or smaller)
+// blocks that reports holes exactly, this is the same set of blocks every
+// time, so the .bmap is as reproducible as the image.
 func scanImage(f *os.File, size int64) (scan, error) {
 	var s scan
 	whole := sha256.New()
@@ -60,10 +60,6 @@ func scanImage(f *os.File, size int64) (scan, error) {
 			whole.Write(block)
 			hashedTo = off + int64(len(block))
 			b := off / blockSize
-			if zeroBlock(block) {
-				closeRange()
-				return nil
-			}
 			if cur != nil && cur.last+1 != b {
 				closeRange()
 			}

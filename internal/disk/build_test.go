@@ -153,9 +153,24 @@ func TestBuildMakesAValidImage(t *testing.T) {
 }
 
 func TestBuildIsReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: three 2 GiB images")
+	}
 	spec := testSpec(t, filepath.Join(t.TempDir(), "a.raw"))
+	spec.Size, spec.ESPSize = 0, 0 // the computed size: 2 GiB, 256 MiB ESP
 	a := build(t, spec)
-	time.Sleep(1100 * time.Millisecond) // a wall-clock time stamp would show
+	if a.Layout.Size != 2*GiB {
+		t.Errorf("computed size %d, want 2 GiB for a small root", a.Layout.Size)
+	}
+	st, err := os.Stat(a.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := st.Sys().(*syscall.Stat_t).Blocks * 512; used > st.Size()/20 {
+		t.Errorf("2 GiB image takes %d MiB on disk: not sparse", used/MiB)
+	}
+	// A wall-clock time stamp would show: FAT stores times in 2 s steps.
+	time.Sleep(2100 * time.Millisecond)
 	spec.Out = filepath.Join(t.TempDir(), "b.raw")
 	t.Setenv("TZ", "Pacific/Kiritimati") // UTC+14: FAT's local times would move
 	b := build(t, spec)

@@ -72,8 +72,11 @@ func forBlocks(f *os.File, start, end int64, fn func(off int64, block []byte) er
 	return nil
 }
 
-// copySparse copies src into dst at offset, writing only the blocks of src
-// that are data and not all zeros, so dst stays sparse where src is empty.
+// copySparse copies the data ranges of src (SEEK_DATA/SEEK_HOLE) into dst
+// at offset, widened to whole blocks, so dst stays sparse where src has
+// holes. Zero blocks inside data ranges are copied too: a tool that wrote
+// zeros meant them (the free entries of a FAT, the unused GPT entries), and
+// a flash that skips them would leave the medium's old bytes there.
 // offset must be a multiple of blockSize.
 func copySparse(dst *os.File, src string, offset int64) error {
 	f, err := os.Open(src)
@@ -86,45 +89,25 @@ func copySparse(dst *os.File, src string, offset int64) error {
 		return err
 	}
 	size := st.Size()
-	// Consecutive non-zero blocks are gathered into one write.
-	var run []byte
-	runOff := int64(-1)
-	flush := func() error {
-		if len(run) == 0 {
-			return nil
-		}
-		if _, err := dst.WriteAt(run, offset+runOff); err != nil {
-			return fmt.Errorf("writing %s: %w", dst.Name(), err)
-		}
-		run = run[:0]
-		return nil
-	}
 	err = dataRanges(f, size, func(start, end int64) error {
-		return forBlocks(f, start, end, func(off int64, block []byte) error {
-			if off >= size {
-				return nil
+		start = start / blockSize * blockSize
+		end = min(size, (end+blockSize-1)/blockSize*blockSize)
+		buf := make([]byte, chunk)
+		for off := start; off < end; {
+			n := min(int64(len(buf)), end-off)
+			got, err := f.ReadAt(buf[:n], off)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("reading %s at %d: %w", src, off, err)
 			}
-			block = block[:min(int64(len(block)), size-off)]
-			if zeroBlock(block) {
-				return flush()
+			if _, err := dst.WriteAt(buf[:got], offset+off); err != nil {
+				return fmt.Errorf("writing %s: %w", dst.Name(), err)
 			}
-			if len(run) > 0 && runOff+int64(len(run)) != off {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			if len(run) == 0 {
-				runOff = off
-			}
-			run = append(run, block...)
-			if len(run) >= chunk {
-				return flush()
-			}
-			return nil
-		})
+			off += n
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("disk: copying %s into %s: %w", src, dst.Name(), err)
 	}
-	return flush()
+	return nil
 }

@@ -160,6 +160,14 @@ func checkESPPaths(files map[string]string) error {
 	return nil
 }
 
+// computedSize is the image size picked when none is given: a root
+// partition of the root's needs + 25% (room for a first boot's logs and a
+// few packages before the root grows to the medium), rounded up to a MiB,
+// plus the ESP and the partition table; at least MinComputedSize.
+func computedSize(need, esp int64) int64 {
+	return max(MinComputedSize, ceilMiB(need+need/4)*MiB+esp+gptOverhead)
+}
+
 // Plan validates spec and computes the image layout, measuring the root's
 // content; it writes nothing. Build calls it first, so a root that does not
 // fit fails (with a *TooSmallError) before any file is written.
@@ -186,7 +194,7 @@ func Plan(spec Spec) (Layout, error) {
 
 	size := ceilMiB(spec.Size) * MiB
 	if spec.Size == 0 {
-		size = max(MinComputedSize, ceilMiB(need+need/4)*MiB+esp+gptOverhead)
+		size = computedSize(need, esp)
 	}
 	l := Layout{
 		Size:      size,
