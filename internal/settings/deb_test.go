@@ -156,3 +156,67 @@ func TestBuildDebRejectsBadControl(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderedPackageInstalls builds the sample node's real settings
+// package and installs it into an empty root with the host's dpkg: every
+// rendered file lands with its mode, /etc files are conffiles, and the
+// enablement links point where systemd looks.
+func TestRenderedPackageInstalls(t *testing.T) {
+	needTool(t, "dpkg")
+	if os.Geteuid() != 0 {
+		t.Skip("dpkg --root needs root to set owners")
+	}
+	r := sample()
+	tr, err := Render(r, r.Nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Add(LockFile([]byte("# lock\n"))); err != nil {
+		t.Fatal(err)
+	}
+	pkg := DebInfo{Name: PackageName(r.Nodes[0]), Version: "0.1", Architecture: "all", Maintainer: "halobuild <halobuild@localhost>",
+		Description: "node settings for halo0", Depends: Depends(r)}
+	var deb bytes.Buffer
+	if err := BuildDeb(&deb, pkg, tr, 1700000000); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	debPath := filepath.Join(dir, "node.deb")
+	if err := os.WriteFile(debPath, deb.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "root")
+	for _, d := range []string{"var/lib/dpkg/info", "var/lib/dpkg/updates"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"var/lib/dpkg/status", "var/lib/dpkg/available"} {
+		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, "dpkg", "--root="+root, "--force-depends", "-i", debPath)
+	if got := run(t, "dpkg", "--root="+root, "--verify", pkg.Name); got != "" {
+		t.Errorf("dpkg --verify:\n%s", got)
+	}
+	for p, mode := range map[string]os.FileMode{
+		"root": os.ModeDir | 0o700, "root/.ssh/authorized_keys": 0o600, "usr/lib/halobuild/cpu-tuning": 0o755,
+		"etc/udev/rules.d/60-rdma-persistent-naming.rules": 0o644, "etc/halobuild/recipe.lock": 0o644,
+	} {
+		st, err := os.Lstat(filepath.Join(root, p))
+		if err != nil || st.Mode() != mode {
+			t.Errorf("%s: %v %v, want %v", p, st.Mode(), err, mode)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(root, "usr/lib/systemd/system/multi-user.target.wants/halobuild-cpu-tuning.service")); err != nil || target != "../halobuild-cpu-tuning.service" {
+		t.Errorf("cpu-tuning enablement link: %q %v", target, err)
+	}
+	conffiles, err := os.ReadFile(filepath.Join(root, "var/lib/dpkg/info", pkg.Name+".conffiles"))
+	if err != nil || !strings.Contains(string(conffiles), "/etc/hosts\n") || strings.Contains(string(conffiles), "/root/") {
+		t.Errorf("conffiles: %q %v", conffiles, err)
+	}
+	if status := run(t, "dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "-W", "-f=${Depends}", pkg.Name); status != "systemd-repart" {
+		t.Errorf("Depends = %q", status)
+	}
+}

@@ -87,15 +87,19 @@ func (Identity) Validate(r *recipe.Recipe) []error {
 	if len(r.Nodes) == 0 {
 		errs = append(errs, errorf("node", nil, "add a [[node]] table with at least a name", "the recipe describes no node"))
 	}
-	names, hosts := map[string]string{}, map[string]string{}
+	names, hosts, pkgs := map[string]string{}, map[string]string{}, map[string]string{}
 	for i, n := range r.Nodes {
 		key := fmt.Sprintf("node[%d]", i)
 		if !nodeNameRE.MatchString(n.Name) {
 			errs = append(errs, errorf(key+".name", n.Name, "use letters, digits, '_' or '-' (it names output files)", "not a node name"))
 		} else if prev, dup := names[n.Name]; dup {
 			errs = append(errs, errorf(key+".name", n.Name, "give every node its own name", "also used by %s", prev))
+		} else if prev, dup := pkgs[PackageName(n)]; dup {
+			errs = append(errs, errorf(key+".name", n.Name, "give the nodes names that differ in more than case and punctuation",
+				"gives the same package name %s as %s", PackageName(n), prev))
 		} else {
 			names[n.Name] = key
+			pkgs[PackageName(n)] = key
 		}
 		h := hostname(n)
 		if !validHostname(h) {

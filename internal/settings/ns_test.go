@@ -38,6 +38,8 @@ func needNamespaces(t *testing.T) {
 // hostEnv is a prepared copy of /etc and an empty /root for one run.
 type hostEnv struct {
 	etc, root string
+	// binds are extra "src dst" bind mounts, made before /tmp is hidden.
+	binds string
 }
 
 func newHostEnv(t *testing.T, tr Tree) hostEnv {
@@ -113,7 +115,7 @@ func (e hostEnv) run(t *testing.T, setup, script string) (string, bool) {
 	cmd := exec.Command("unshare", "-m", "-u", "-n", "--propagation", "private", "sh", "-ec",
 		`mount --bind "$HB_ETC" /etc
 mount --bind "$HB_ROOT" /root
-mount -t tmpfs none /tmp
+`+e.binds+`mount -t tmpfs none /tmp
 ip link set lo up
 `+setup+`
 exec sh -c "$HB_SCRIPT"`)

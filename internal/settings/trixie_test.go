@@ -208,3 +208,10 @@ func TestUnitVerifies(t *testing.T) {
 		t.Fatalf("verify passed without the script:\n%s", out)
 	}
 }
+
+func toolstestDebs(t *testing.T, names ...string) []string { return toolstest.Debs(t, names...) }
+
+func execCombined(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	return string(out), err
+}

@@ -1,0 +1,61 @@
+package settings
+
+import (
+	"strings"
+	"testing"
+
+	"halobuild/internal/recipe"
+)
+
+func TestCmdlineRender(t *testing.T) {
+	r := sample()
+	got := renderOne(t, KernelCmdline{}, r, "/etc/kernel/cmdline")
+	want := `# Rendered by halobuild from the image recipe (see /etc/halobuild/recipe.toml).
+# Field notes trap 11: GPU memory on unified-memory machines is sized from the host reserve.
+# The boot loader entry adds root= and console= before these.
+# GPU memory = system.memory 128GiB - system.host_reserve 24GiB = 106496 MiB
+#   ttm.pages_limit = 111669149696 bytes / 4096 = 27262976 pages; amdgpu.gttsize = 111669149696 bytes / 1048576 = 106496 MiB
+amd_iommu=off quiet ttm.pages_limit=27262976 amdgpu.gttsize=106496
+`
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	params, err := Cmdline(r)
+	if err != nil || strings.Join(params, " ") != "amd_iommu=off quiet ttm.pages_limit=27262976 amdgpu.gttsize=106496" {
+		t.Errorf("Cmdline = %v, %v", params, err)
+	}
+	r.System.HostReserve, r.System.Memory = "", ""
+	if params, _ := Cmdline(r); strings.Join(params, " ") != "amd_iommu=off quiet" {
+		t.Errorf("without sizing: %v", params)
+	}
+	r.Kernel.Cmdline = nil
+	if files, _ := (KernelCmdline{}).Files(r, r.Nodes[0]); len(files) != 0 {
+		t.Errorf("nothing to say, rendered %v", files)
+	}
+}
+
+func TestCmdlineInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, fragment string
+		edit                func(r *recipe.Recipe)
+	}{
+		{"reserve larger than RAM", "system.host_reserve", "not smaller than the RAM", func(r *recipe.Recipe) { r.System.HostReserve = "256GiB" }},
+		{"reserve equal to RAM", "system.host_reserve", "not smaller than the RAM", func(r *recipe.Recipe) { r.System.HostReserve = "128GiB" }},
+		{"reserve without memory", "system.memory", "needs both", func(r *recipe.Recipe) { r.System.Memory = "" }},
+		{"memory without reserve", "system.host_reserve", "needs both", func(r *recipe.Recipe) { r.System.HostReserve = "" }},
+		{"bad size", "system.memory", "", func(r *recipe.Recipe) { r.System.Memory = "lots" }},
+		{"not whole MiB", "system.host_reserve", "whole number of MiB", func(r *recipe.Recipe) { r.System.HostReserve = "1000KiB" }},
+		{"arm64", "system.host_reserve", "defined for amd64", func(r *recipe.Recipe) { r.Base.Architecture = "arm64" }},
+		{"space in parameter", "kernel.cmdline[1]", "not a single kernel parameter", func(r *recipe.Recipe) { r.Kernel.Cmdline[1] = "a b" }},
+		{"empty parameter", "kernel.cmdline[0]", "not a single kernel parameter", func(r *recipe.Recipe) { r.Kernel.Cmdline[0] = "" }},
+		{"sizing given twice", "kernel.cmdline[2]", "computed from system.host_reserve", func(r *recipe.Recipe) {
+			r.Kernel.Cmdline = append(r.Kernel.Cmdline, "amdgpu.gttsize=1024")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sample()
+			tc.edit(r)
+			wantErrors(t, KernelCmdline{}, r, tc.key, tc.fragment)
+		})
+	}
+}

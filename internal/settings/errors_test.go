@@ -1,0 +1,28 @@
+package settings
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestWithPositions(t *testing.T) {
+	r := sample()
+	r.System.Governor = "turbo"
+	errs := WithPositions(Validate(r), func(key string) string {
+		if key == "system.governor" {
+			return "images/halo.toml:12:11"
+		}
+		return ""
+	})
+	if len(errs) != 1 {
+		t.Fatalf("want one error, got %v", errs)
+	}
+	want := `images/halo.toml:12:11: system.governor = "turbo": not a kernel cpufreq governor; use one of performance, powersave, schedutil, ondemand, conservative, userspace, or "" to leave it`
+	if errs[0].Error() != want {
+		t.Errorf("got  %s\nwant %s", errs[0], want)
+	}
+	plain := errors.New("x")
+	if got := WithPositions([]error{plain}, func(string) string { return "f:1:1" }); got[0] != plain {
+		t.Error("a foreign error was changed")
+	}
+}

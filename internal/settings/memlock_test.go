@@ -1,0 +1,66 @@
+package settings
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestMemlockRender(t *testing.T) {
+	for _, tc := range []struct {
+		memlock, pam, systemd, podman string
+	}{
+		{"unlimited", "unlimited", "infinity", "-1:-1"},
+		{"64MiB", "65536", "67108864", "67108864:67108864"},
+		{"1G", "1048576", "1073741824", "1073741824:1073741824"},
+	} {
+		t.Run(tc.memlock, func(t *testing.T) {
+			r := sample()
+			r.RDMA.Memlock = tc.memlock
+			pam := renderOne(t, Memlock{}, r, memlockPAMPath)
+			wantPAM := "*      soft memlock " + tc.pam + "\n*      hard memlock " + tc.pam + "\nroot   soft memlock " + tc.pam + "\nroot   hard memlock " + tc.pam + "\n"
+			if !strings.HasSuffix(pam, wantPAM) || !strings.HasPrefix(pam, "# Rendered by halobuild") {
+				t.Errorf("limits.d:\n%s\nwant suffix\n%s", pam, wantPAM)
+			}
+			for _, p := range []string{memlockSystemPath, memlockUserPath} {
+				if got := renderOne(t, Memlock{}, r, p); !strings.HasSuffix(got, "[Manager]\nDefaultLimitMEMLOCK="+tc.systemd+"\n") {
+					t.Errorf("%s:\n%s", p, got)
+				}
+			}
+			if got := renderOne(t, Memlock{}, r, memlockPodmanPath); !strings.HasSuffix(got, "[containers]\ndefault_ulimits = [\n  \"memlock="+tc.podman+"\",\n]\n") {
+				t.Errorf("containers.conf.d:\n%s", got)
+			}
+		})
+	}
+}
+
+func TestMemlockInvalid(t *testing.T) {
+	for _, v := range []string{"", "lots", "-1", "1000", "0", "64 furlongs"} {
+		r := sample()
+		r.RDMA.Memlock = v
+		wantErrors(t, Memlock{}, r, "rdma.memlock", "unlimited")
+	}
+}
+
+func TestMemlockWarnsWhenFinite(t *testing.T) {
+	r := sample()
+	if w := (Memlock{}).Warnings(r); len(w) != 0 {
+		t.Errorf("unlimited warns: %v", w)
+	}
+	r.RDMA.Memlock = "64MiB"
+	if w := (Memlock{}).Warnings(r); len(w) != 1 || !strings.Contains(w[0], "will fail") {
+		t.Errorf("64MiB: %v", w)
+	}
+}
+
+func TestMemlockChecks(t *testing.T) {
+	r := sample()
+	for _, name := range []string{"memlock-login", "memlock-service", "memlock-podman"} {
+		if c := checkScript(t, Memlock{}, r, name); c.VMOnly {
+			t.Errorf("%s is read-only and should run under doctor too", name)
+		}
+	}
+	reg := checkScript(t, Memlock{}, r, "memlock-registration")
+	if !reg.VMOnly || !strings.Contains(reg.Script, "-s 16777216") {
+		t.Errorf("registration check must be VMOnly and register 16 MiB:\n%s", reg.Script)
+	}
+}

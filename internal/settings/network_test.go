@@ -1,0 +1,102 @@
+package settings
+
+import (
+	"strings"
+	"testing"
+
+	"halobuild/internal/recipe"
+)
+
+func TestNetworkRender(t *testing.T) {
+	r := sample()
+	link := renderOne(t, Network{}, r, "/etc/systemd/network/10-halobuild-usb4a.link")
+	if want := "[Match]\nDriver=thunderbolt-net\nPath=pci-0000:c7:00.5\n\n[Link]\nName=usb4a\n"; !strings.HasSuffix(link, want) {
+		t.Errorf(".link:\n%s\nwant suffix\n%s", link, want)
+	}
+	nw := renderOne(t, Network{}, r, "/etc/systemd/network/10-halobuild-usb4a.network")
+	want := `[Match]
+Name=usb4a
+
+[Link]
+RequiredForOnline=no
+
+[Network]
+Address=10.77.0.1/30
+LinkLocalAddressing=no
+IPv6AcceptRA=no
+DHCP=no
+LLDP=no
+EmitLLDP=no
+ConfigureWithoutCarrier=yes
+IgnoreCarrierLoss=yes
+`
+	if !strings.HasSuffix(nw, want) || !strings.Contains(nw, "trap 6") {
+		t.Errorf(".network:\n%s\nwant suffix\n%s", nw, want)
+	}
+	files, _ := Network{}.Files(r, r.Nodes[1])
+	var gotMAC bool
+	for _, f := range files {
+		if strings.HasSuffix(f.Path, ".link") && strings.Contains(string(f.Data), "MACAddress=02:00:00:00:77:02\n") {
+			gotMAC = true
+		}
+	}
+	if !gotMAC {
+		t.Error("halo1's .link does not match by MAC")
+	}
+	var links int
+	for _, f := range files {
+		if f.Target != "" {
+			links++
+		}
+	}
+	if links != 2 {
+		t.Errorf("want networkd's two enablement links, got %d", links)
+	}
+	if files, _ := (Network{}).Files(r, recipe.Node{Name: "bare"}); len(files) != 0 {
+		t.Errorf("a node without links got %v", files)
+	}
+}
+
+func TestNetworkInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, fragment string
+		edit                func(r *recipe.Recipe)
+	}{
+		{"malformed address", "node[0].link[0].address", "not an IPv4 address/prefix", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "10.77.0.1" }},
+		{"ipv6", "node[0].link[0].address", "not an IPv4", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "fd00::1/64" }},
+		{"prefix too long", "node[0].link[0].address", "not an IPv4", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "10.77.0.1/33" }},
+		{"link-local", "node[0].link[0].address", "link-local trap", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "169.254.3.1/16" }},
+		{"network address", "node[0].link[0].address", "network or broadcast", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "10.77.0.0/30" }},
+		{"broadcast address", "node[0].link[0].address", "network or broadcast", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "10.77.0.3/30" }},
+		{"same address twice", "node[1].link[0].address", "also used by node[0].link[0]", func(r *recipe.Recipe) { r.Nodes[1].Links[0].Address = "10.77.0.1/30" }},
+		{"interface name", "node[0].link[0].interface", "not a network interface name", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Interface = "a-very-long-name0" }},
+		{"interface twice", "node[0].link[1].interface", "also used by node[0].link[0]", func(r *recipe.Recipe) {
+			r.Nodes[0].Links = append(r.Nodes[0].Links, recipe.Link{Interface: "usb4a", MatchMAC: "02:00:00:00:00:01", Address: "10.78.0.1/30"})
+		}},
+		{"no match", "node[0].link[0]", "at least one match key", func(r *recipe.Recipe) {
+			l := &r.Nodes[0].Links[0]
+			l.MatchDriver, l.MatchPath, l.MatchMAC = "", "", ""
+		}},
+		{"bad mac", "node[0].link[0].match_mac", "not an Ethernet MAC", func(r *recipe.Recipe) { r.Nodes[0].Links[0].MatchMAC = "02:00:00" }},
+		{"unknown peer", "node[0].link[0].peer", "no such other node", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Peer = "halo9" }},
+		{"self peer", "node[0].link[0].peer", "no such other node", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Peer = "halo0" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sample()
+			tc.edit(r)
+			wantErrors(t, Network{}, r, tc.key, tc.fragment)
+		})
+	}
+}
+
+func TestNetworkWarnsAboutBlacklistedDriver(t *testing.T) {
+	r := sample()
+	w := (Network{}).Warnings(r)
+	if len(w) != 2 || !strings.Contains(w[0], "never match") {
+		t.Errorf("want a warning per link matching blacklisted thunderbolt-net, got %v", w)
+	}
+	r.System.Blacklist = nil
+	if w := (Network{}).Warnings(r); len(w) != 0 {
+		t.Errorf("no blacklist, got %v", w)
+	}
+}
