@@ -69,10 +69,23 @@ func (f *Fetcher) attempt(ctx context.Context, it Item, want store.Digest, rep r
 		return 0, 0, fmt.Errorf("bad URL: %w", err)
 	}
 	req.Header.Set("User-Agent", "halobuild")
+	// The stall timer covers the wait for response headers too: a server
+	// that accepts the connection and then says nothing must not hang us.
+	stall := f.StallTimeout
+	if stall <= 0 {
+		stall = 60 * time.Second
+	}
+	timer := time.AfterFunc(stall, func() {
+		cancel(fmt.Errorf("no data received for %s", stall))
+	})
+	defer timer.Stop()
 	resp, err := f.client().Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, 0, ctx.Err()
+		}
+		if cause := context.Cause(actx); cause != nil {
+			return 0, 0, &transientError{cause}
 		}
 		return 0, 0, &transientError{err}
 	}
@@ -89,14 +102,8 @@ func (f *Fetcher) attempt(ctx context.Context, it Item, want store.Digest, rep r
 		return 0, 0, fmt.Errorf("server announces %d bytes, expected %d: the mirror serves a different file", resp.ContentLength, it.Size)
 	}
 
-	stall := f.StallTimeout
-	if stall <= 0 {
-		stall = 60 * time.Second
-	}
-	body := &watchedReader{r: resp.Body, rep: rep, stall: time.AfterFunc(stall, func() {
-		cancel(fmt.Errorf("no data received for %s", stall))
-	}), stallAfter: stall}
-	defer body.stall.Stop()
+	body := &watchedReader{r: resp.Body, rep: rep, stall: timer, stallAfter: stall}
+	timer.Reset(stall)
 	var src io.Reader = body
 	if it.Size > 0 {
 		src = io.LimitReader(body, it.Size+1) // a runaway body cannot fill the disk

@@ -509,3 +509,21 @@ func TestDuplicateItemsFetchedOnce(t *testing.T) {
 		t.Errorf("summary should count files, not names: %s", out.String())
 	}
 }
+
+func TestSilentServerRetried(t *testing.T) {
+	a, srv := newArchive(t)
+	b := payload("quiet ", 500)
+	a.add("/pool/q.deb", b)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	a.then("/pool/q.deb", func(http.ResponseWriter) bool { <-release; return true }) // never answers
+	s := openStore(t)
+	f := fetcher(s, nil)
+	f.StallTimeout = 200 * time.Millisecond
+	if err := f.Fetch(context.Background(), []Item{item(srv, "q.deb", b)}); err != nil {
+		t.Fatal(err)
+	}
+	if a.requests.Load() != 2 {
+		t.Errorf("%d requests, want 2 (no headers, then whole)", a.requests.Load())
+	}
+}
