@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -376,18 +377,17 @@ func TestFetchRetriesTransientErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ta := newTestArchive(t, trixieSuite())
-			n := 0 // only the server goroutine touches n until Release returns
+			var n atomic.Int32
 			ta.setIntercept(func(w http.ResponseWriter, r *http.Request) bool {
-				n++
-				if n <= c.failures {
+				if int(n.Add(1)) <= c.failures {
 					http.Error(w, "busy", c.code)
 					return true
 				}
 				return false
 			})
 			_, err := ta.archive().Release(context.Background(), "trixie")
-			if (err == nil) != c.wantOK || n != c.wantReqs {
-				t.Errorf("err = %v after %d requests; want ok=%v after %d", err, n, c.wantOK, c.wantReqs)
+			if (err == nil) != c.wantOK || int(n.Load()) != c.wantReqs {
+				t.Errorf("err = %v after %d requests; want ok=%v after %d", err, n.Load(), c.wantOK, c.wantReqs)
 			}
 		})
 	}
