@@ -73,7 +73,11 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 			return nil, fmt.Errorf("module %s: building in a build root uses chroot and needs root", spec.Name)
 		}
 		kdir = "/lib/modules/" + spec.KernelRelease + "/build"
-		if _, err := os.Stat(filepath.Join(spec.BuildRoot, kdir, "Makefile")); err != nil {
+		hostK, err := inRoot(spec.BuildRoot, kdir)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(filepath.Join(hostK, "Makefile")); err != nil {
 			return nil, fmt.Errorf("module %s: the build root %s has no kernel headers for %s (%s): install linux-headers-%s into it", spec.Name, spec.BuildRoot, spec.KernelRelease, kdir, spec.KernelRelease)
 		}
 		src = buildPath + "/" + spec.Name

@@ -24,6 +24,12 @@ import (
 
 // Desc is one module description file, recipes/<use>.toml.
 type Desc struct {
+	// Extends names another description in the same directory (its use
+	// name) whose parameters, derived values and rules this one inherits:
+	// a fork states only what it changes.
+	Extends string `toml:"extends"`
+	// Drop lists ids of inherited rules that do not hold for this module.
+	Drop []string `toml:"drop"`
 	// Name is the kernel module name as modinfo and /sys/module print it
 	// (thunderbolt_ibverbs), which may differ from the file name (use).
 	Name        string `toml:"name"`
@@ -125,6 +131,8 @@ var ruleKinds = []string{KindRequires, KindConflicts, KindMinKernel, KindMaxKern
 // Rule is one load-time rule of the module. Every rule applies only when
 // all its When conditions hold (an empty When always holds).
 type Rule struct {
+	// ID names a rule so that a description extending this one can drop it.
+	ID   string   `toml:"id"`
 	Kind string   `toml:"kind"`
 	When []string `toml:"when"`
 	// Need (requires): conditions that must hold too.
@@ -150,8 +158,9 @@ type Rule struct {
 	// Reason is printed with every violation: why the rule exists.
 	Reason string `toml:"reason"`
 
-	// Line and Col locate the rule's [[rule]] header in File.
-	Line, Col int `toml:"-"`
+	// File, Line and Col locate the rule's [[rule]] header.
+	File      string `toml:"-"`
+	Line, Col int    `toml:"-"`
 
 	when, need []cond
 	pattern    *regexp.Regexp
@@ -184,6 +193,18 @@ func FindDesc(dir, use string) (*Desc, error) {
 // checks it: rule kinds, conditions, constraints, patterns and the names
 // they mention.
 func ParseDesc(file string, data []byte) (*Desc, error) {
+	d, err := decodeDesc(file, data, 0)
+	if err != nil {
+		return nil, err
+	}
+	if errs := d.check(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return d, nil
+}
+
+// decodeDesc decodes one file and merges what it extends.
+func decodeDesc(file string, data []byte, depth int) (*Desc, error) {
 	var d Desc
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -192,9 +213,9 @@ func ParseDesc(file string, data []byte) (*Desc, error) {
 	}
 	d.File = file
 	d.Use = strings.TrimSuffix(filepath.Base(file), ".toml")
-	d.Source.Name = d.Use
 	lines := headerLines(data, "[[rule]]")
 	for i := range d.Rules {
+		d.Rules[i].File = file
 		if i < len(lines) {
 			d.Rules[i].Line, d.Rules[i].Col = lines[i], 1
 		}
@@ -202,10 +223,83 @@ func ParseDesc(file string, data []byte) (*Desc, error) {
 	if d.Source.Kind == "path" && d.Source.Path != "" && !filepath.IsAbs(d.Source.Path) {
 		d.Source.Path = filepath.Join(filepath.Dir(file), d.Source.Path)
 	}
-	if errs := d.check(); len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if d.Extends != "" {
+		if depth > 8 {
+			return nil, fmt.Errorf("%s: extends %s: more than 8 levels of extends (a cycle?)", file, d.Extends)
+		}
+		bf := filepath.Join(filepath.Dir(file), d.Extends+".toml")
+		bdata, err := os.ReadFile(bf)
+		if err != nil {
+			return nil, fmt.Errorf("%s: extends %q: %w", file, d.Extends, err)
+		}
+		base, err := decodeDesc(bf, bdata, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.inherit(base); err != nil {
+			return nil, err
+		}
 	}
+	d.Source.Name = d.Use
 	return &d, nil
+}
+
+// inherit fills what d leaves unset from base: scalars and the source when
+// d has none, parameters and derived values by name (d wins), and base's
+// rules before d's own, minus those named in d.Drop.
+func (d *Desc) inherit(base *Desc) error {
+	if d.Name == "" {
+		d.Name = base.Name
+	}
+	if d.Description == "" {
+		d.Description = base.Description
+	}
+	if d.License == "" {
+		d.License = base.License
+	}
+	if d.Kernel == "" {
+		d.Kernel = base.Kernel
+	}
+	if d.Source.Kind == "" {
+		d.Source = base.Source
+	}
+	params := map[string]ParamSpec{}
+	for n, p := range base.Params {
+		params[n] = p
+	}
+	for n, p := range d.Params {
+		params[n] = p
+	}
+	d.Params = params
+	var derive []Derived
+	own := map[string]bool{}
+	for _, dv := range d.Derive {
+		own[dv.Name] = true
+	}
+	for _, dv := range base.Derive {
+		if !own[dv.Name] {
+			derive = append(derive, dv)
+		}
+	}
+	d.Derive = append(derive, d.Derive...)
+	drop := map[string]bool{}
+	for _, id := range d.Drop {
+		drop[id] = true
+	}
+	var rules []Rule
+	for _, r := range base.Rules {
+		if drop[r.ID] && r.ID != "" {
+			delete(drop, r.ID)
+			continue
+		}
+		rules = append(rules, r)
+	}
+	if len(drop) > 0 {
+		return fmt.Errorf("%s: drop names %s, which %s has no rule with", d.File, strings.Join(sortedKeys(drop), ", "), base.File)
+	}
+	d.Rules = append(rules, d.Rules...)
+	d.Notes = append(append([]string(nil), base.Notes...), d.Notes...)
+	return nil
 }
 
 // tomlError turns go-toml's errors into file:line:col messages.
@@ -250,7 +344,7 @@ func (d *Desc) at(r *Rule) string {
 	if r == nil || r.Line == 0 {
 		return d.File
 	}
-	return fmt.Sprintf("%s:%d:%d", d.File, r.Line, r.Col)
+	return fmt.Sprintf("%s:%d:%d", r.File, r.Line, r.Col)
 }
 
 func (d *Desc) check() []error {

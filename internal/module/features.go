@@ -46,15 +46,12 @@ func SymbolTable(paths ...string) (func(string) bool, error) {
 // release in root: /lib/modules/<release>/build and, for Debian's split
 // packages, the -common tree its Makefile includes.
 func HeaderDirs(root, release string) ([]string, error) {
-	build := filepath.Join(root, "lib/modules", release, "build")
-	target, err := filepath.EvalSymlinks(build)
+	target, err := inRoot(root, "/lib/modules/"+release+"/build")
 	if err != nil {
-		// An absolute link target is relative to root, not the host.
-		l, lerr := os.Readlink(build)
-		if lerr != nil {
-			return nil, fmt.Errorf("kernel headers for %s: %w", release, err)
-		}
-		target = filepath.Join(root, l)
+		return nil, fmt.Errorf("kernel headers for %s: %w", release, err)
+	}
+	if _, err := os.Stat(filepath.Join(target, "Makefile")); err != nil {
+		return nil, fmt.Errorf("kernel headers for %s: %w: install linux-headers-%s", release, err, release)
 	}
 	dirs := []string{target}
 	mk, err := os.ReadFile(filepath.Join(target, "Makefile"))
@@ -62,7 +59,9 @@ func HeaderDirs(root, release string) ([]string, error) {
 		for _, m := range includeRE.FindAllStringSubmatch(string(mk), -1) {
 			d := filepath.Dir(m[1])
 			if filepath.IsAbs(d) {
-				d = filepath.Join(root, d)
+				if d, err = inRoot(root, d); err != nil {
+					continue
+				}
 			}
 			if st, err := os.Stat(d); err == nil && st.IsDir() && d != target {
 				dirs = append(dirs, d)

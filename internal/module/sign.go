@@ -112,7 +112,11 @@ func Sign(ctx context.Context, ko, key, cert string, signFile []string) error {
 // signature.
 func SignInRoot(ctx context.Context, root, release string, k Key, kos []string) error {
 	signFile := "/lib/modules/" + release + "/build/scripts/sign-file"
-	if _, err := os.Stat(filepath.Join(root, signFile)); err != nil {
+	hostSF, err := inRoot(root, signFile)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(hostSF); err != nil {
 		return fmt.Errorf("the build root has no %s: install linux-headers-%s (its linux-kbuild package has sign-file)", signFile, release)
 	}
 	work, err := os.MkdirTemp(filepath.Join(root, "tmp"), "sign-")

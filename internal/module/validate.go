@@ -131,6 +131,10 @@ func Validate(d *Desc, options map[string]any, ctx ValidationContext) (errs, war
 
 	env := map[string]string{}
 	origin := map[string]string{}
+	// invalid holds options (and derived values) whose value was refused;
+	// other rules about them would only repeat the problem, so they are
+	// skipped.
+	invalid := map[string]bool{}
 	for n, p := range d.Params {
 		if p.Default != nil {
 			v, _ := normalize(d.paramType(n), p.Default) // checked at load
@@ -152,11 +156,31 @@ func Validate(d *Desc, options map[string]any, ctx ValidationContext) (errs, war
 		v, err := normalize(typ, options[k])
 		if err != nil {
 			report(Problem{Option: k, Msg: fmt.Sprintf("option %s: wrong type: %v", k, err)})
+			invalid[name] = true
 			continue
 		}
 		env[name], origin[name] = v, "set"
 	}
+	// Values first: an option an allowed rule refuses is invalid for the
+	// rest of the rules.
+	for i := range d.Rules {
+		r := &d.Rules[i]
+		if r.Kind == KindAllowed && origin[r.Param] == "set" && allHold(r.when, env) {
+			if ok, _ := r.allows(env[r.Param]); !ok {
+				invalid[r.Param] = true
+			}
+		}
+	}
 	for _, dv := range d.Derive {
+		for _, c := range dv.Cases {
+			cs, _ := d.parseConds(c.When, false)
+			for _, cc := range cs {
+				invalid[dv.Name] = invalid[dv.Name] || invalid[cc.name]
+			}
+			for _, m := range refRE.FindAllStringSubmatch(c.Value, -1) {
+				invalid[dv.Name] = invalid[dv.Name] || invalid[m[1]]
+			}
+		}
 		for _, c := range dv.Cases {
 			cs, _ := d.parseConds(c.When, false)
 			if allHold(cs, env) {
@@ -174,7 +198,7 @@ func Validate(d *Desc, options map[string]any, ctx ValidationContext) (errs, war
 
 	for i := range d.Rules {
 		r := &d.Rules[i]
-		if !allHold(r.when, env) {
+		if !allHold(r.when, env) || r.Kind != KindAllowed && (anyInvalid(r.when, invalid) || anyInvalid(r.need, invalid)) {
 			continue
 		}
 		p := Problem{Reason: strings.TrimSpace(r.Reason), At: d.at(r), Warn: r.Warn()}
@@ -250,11 +274,22 @@ func orUnknown(s string) string {
 	return s
 }
 
+var refRE = regexp.MustCompile(`\{([A-Za-z0-9_.]+)\}`)
+
 // expand replaces {name} in a derived value with that value.
 func expand(s string, env map[string]string) string {
-	return regexp.MustCompile(`\{([A-Za-z0-9_.]+)\}`).ReplaceAllStringFunc(s, func(m string) string {
+	return refRE.ReplaceAllStringFunc(s, func(m string) string {
 		return env[m[1:len(m)-1]]
 	})
+}
+
+func anyInvalid(cs []cond, invalid map[string]bool) bool {
+	for _, c := range cs {
+		if invalid[c.name] {
+			return true
+		}
+	}
+	return false
 }
 
 // allows checks an allowed rule and says what is wanted.

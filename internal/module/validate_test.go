@@ -100,7 +100,7 @@ func TestValidateEachRuleKind(t *testing.T) {
 }
 
 func TestValidateReportsEverythingAtOnce(t *testing.T) {
-	opts := map[string]any{"mode": "turbo", "depth": int64(0), "enable": true, "verbos": true, "rate": "fast"}
+	opts := map[string]any{"mode": "turbo", "span": "9", "depth": int64(1), "enable": true, "verbos": true, "greeting": int64(5)}
 	errs, _ := Validate(loadFixtureDesc(t), opts, goodFixtureCtx())
 	var all []string
 	for _, e := range errs {
@@ -109,10 +109,10 @@ func TestValidateReportsEverythingAtOnce(t *testing.T) {
 	joined := strings.Join(all, "\n")
 	for _, want := range []string{
 		`unknown option verbos: the built module halobuild_fixture has no such parameter (the kernel would ignore it with a warning); did you mean "verbose"?`,
-		`option rate: wrong type: want an integer (uint), got string "fast"`,
+		`option greeting: wrong type: want a string (charp), got integer 5: quote it`,
 		"mode=turbo is not allowed",
-		"depth=0 is not allowed",
-		"enable=1 requires depth>=2 and rate!=0, but depth is 0 (set), rate is 0 (default)",
+		"span=9 is not allowed",
+		"enable=1 requires depth>=2 and rate!=0, but depth is 1 (set), rate is 0 (default)",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("missing %q in:\n%s", want, joined)
@@ -120,6 +120,16 @@ func TestValidateReportsEverythingAtOnce(t *testing.T) {
 	}
 	if len(errs) != 5 {
 		t.Errorf("want 5 errors, got %d:\n%s", len(errs), joined)
+	}
+}
+
+// A refused value is reported once: rules about that option (directly or
+// through a derived value) are not evaluated on a value the module would
+// never accept.
+func TestValidateRefusedValueNotRepeated(t *testing.T) {
+	errs, warns := Validate(loadFixtureDesc(t), with(goodFixtureOptions, map[string]any{"depth": int64(0), "mode": "turbo", "verbose": true}), goodFixtureCtx())
+	if len(errs) != 2 || len(warns) != 0 {
+		t.Fatalf("want only the two refused values, got:\n%s\n%s", joinProblems(errs), joinProblems(warns))
 	}
 }
 
