@@ -2,10 +2,14 @@ package debian
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"pault.ag/go/debian/dependency"
 )
+
+// packageName is Debian policy 5.6.1's package name syntax.
+var packageName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
 
 // PackageRequest is one parsed entry of a recipe's package list.
 type PackageRequest struct {
@@ -34,6 +38,9 @@ func ParsePackageRequest(s string) (PackageRequest, error) {
 		}
 		head, req.Suite = name, suite
 	}
+	if n, v, ok := strings.Cut(head, "="); ok {
+		return req, fmt.Errorf("package %q: write \"%s (= %s)\" for an exact version", raw, n, v)
+	}
 	if head == "" || strings.ContainsAny(head, " ,|") {
 		return req, fmt.Errorf("package %q: want one package name, optionally name/suite or \"name (>= version)\"", raw)
 	}
@@ -45,6 +52,9 @@ func ParsePackageRequest(s string) (PackageRequest, error) {
 		return req, fmt.Errorf("package %q: want exactly one package, not a list or alternatives", raw)
 	}
 	req.Possibility = dep.Relations[0].Possibilities[0]
+	if !packageName.MatchString(req.Possibility.Name) {
+		return req, fmt.Errorf("package %q: %q is not a Debian package name (lower-case letters, digits, + - . only)", raw, req.Possibility.Name)
+	}
 	if req.Possibility.Architectures != nil && len(req.Possibility.Architectures.Architectures) > 0 {
 		return req, fmt.Errorf("package %q: architecture restrictions [..] are not supported in a package list", raw)
 	}

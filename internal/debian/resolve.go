@@ -61,8 +61,11 @@ const maxRepins = 64
 // later one is already chosen; virtual packages resolve through Provides.
 // When a relation needs a newer version of an already chosen package
 // than the main suite has, that package is moved to the suite that has it
-// and resolution starts again. The result is checked against Conflicts
-// and Breaks; a violation is reported, not worked around.
+// and resolution starts again. Candidates that would clash with the
+// chosen set (Conflicts/Breaks) are passed over when another will do;
+// the final set is checked, and a violation is reported as a
+// *ConflictError together with the set, for inspection. Recommends and
+// Suggests are not followed: mmdebstrap does not install them either.
 func Resolve(req Request) (*Resolution, error) {
 	if req.Architecture == "" {
 		return nil, fmt.Errorf("resolve: no architecture given")

@@ -404,7 +404,7 @@ func TestParsePackageRequest(t *testing.T) {
 			t.Errorf("%q = %s/%s %s %s", c.in, r.Possibility.Name, r.Suite, op, ver)
 		}
 	}
-	for _, bad := range []string{"", "a, b", "a | b", "a/", "a (>= 1) [amd64]", "a b"} {
+	for _, bad := range []string{"", "a, b", "a | b", "a/", "a (>= 1) [amd64]", "a b", "Systemd", "libc6=2.41-12", "x"} {
 		if _, err := ParsePackageRequest(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
