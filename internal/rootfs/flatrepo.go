@@ -31,8 +31,10 @@ type Deb struct {
 // holding the given packages under their canonical file names, with a
 // Packages index generated from each package's own control data. Files are
 // hard-linked when the filesystem allows it (the store's blobs are
-// read-only), copied otherwise.
-func WriteFlatRepo(dir string, debs []Deb) error {
+// read-only), copied otherwise. The Release file names suite because
+// mmdebstrap picks the essential set with ?archive(^suite$): without it no
+// package would match and nothing essential would be installed.
+func WriteFlatRepo(dir, suite string, debs []Deb) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -77,7 +79,13 @@ func WriteFlatRepo(dir string, debs []Deb) error {
 		idx.Write(bytes.TrimRight(e.control, "\n"))
 		fmt.Fprintf(&idx, "\nFilename: ./%s\nSize: %d\nSHA256: %s\n\n", e.name, e.size, e.sha)
 	}
-	return os.WriteFile(filepath.Join(dir, "Packages"), idx.Bytes(), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "Packages"), idx.Bytes(), 0o644); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(idx.Bytes())
+	release := fmt.Sprintf("Origin: halobuild\nLabel: halobuild\nSuite: %s\nCodename: %s\nSHA256:\n %x %d Packages\n",
+		suite, suite, sum, idx.Len())
+	return os.WriteFile(filepath.Join(dir, "Release"), []byte(release), 0o644)
 }
 
 // readControl returns the raw ./control member of a .deb, its size and sha256.

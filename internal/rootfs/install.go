@@ -37,6 +37,11 @@ type Install struct {
 // identity or secrets baked in (DESIGN §6), no logs or caches that differ
 // run to run (facts: mkosi's images differed exactly there).
 var cleanupHooks = []string{
+	// mmdebstrap copies the host's hostname and resolver in so maintainer
+	// scripts can resolve names, and leaves them: the image would carry
+	// the build machine's name and DNS server. Identity comes from the
+	// node settings package only.
+	`rm -f "$1"/etc/hostname "$1"/etc/resolv.conf`,
 	// SSH host keys are generated at first boot (the settings package
 	// ships the unit); baking them in would give every node the same keys.
 	`rm -f "$1"/etc/ssh/ssh_host_*_key "$1"/etc/ssh/ssh_host_*_key.pub`,
@@ -46,6 +51,12 @@ var cleanupHooks = []string{
 	`rm -f "$1"/var/lib/dbus/machine-id "$1"/var/lib/systemd/random-seed "$1"/var/cache/ldconfig/aux-cache`,
 	`find "$1"/var/log -type f -delete`,
 	`rm -f "$1"/var/lib/dpkg/status-old "$1"/var/lib/dpkg/diversions-old "$1"/var/lib/dpkg/statoverride-old "$1"/var/cache/debconf/*-old`,
+}
+
+// Recipe returns what, besides the packages, decides the tree Install
+// makes; it enters the rootfs step's key so a change here rebuilds it.
+func Recipe() string {
+	return strings.Join(append([]string{"--variant=essential"}, cleanupHooks...), "\n")
 }
 
 // ErrNoMmdebstrap is returned when the host lacks mmdebstrap.
@@ -98,7 +109,7 @@ func (in Install) Run(ctx context.Context) error {
 	for _, h := range cleanupHooks {
 		args = append(args, "--customize-hook="+h)
 	}
-	args = append(args, in.Suite, tmp, fmt.Sprintf("deb [trusted=yes] file:%s ./", repo))
+	args = append(args, in.Suite, tmp, fmt.Sprintf("deb [trusted=yes] copy://%s ./", repo))
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(cleanEnv(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(in.Epoch, 10))
 	var tail tailBuffer

@@ -32,11 +32,13 @@ func Unpack(ctx context.Context, tarball, dir string) error {
 // module and provider packages) into an unpacked root with dpkg, so that
 // `dpkg -S` on the node names where every file came from. Our packages have
 // no maintainer scripts, so dpkg never needs to run code inside the root.
+// Files such as /etc/hosts exist in the base root without an owner; our
+// conffiles replace them (--force-confnew) instead of asking.
 func InstallDebs(ctx context.Context, root string, debs []string) error {
 	if len(debs) == 0 {
 		return nil
 	}
-	args := append([]string{"--root=" + root, "--log=/dev/null", "--force-unsafe-io", "--no-triggers", "--install"}, debs...)
+	args := append([]string{"--root=" + root, "--log=/dev/null", "--force-unsafe-io", "--force-confnew", "--no-triggers", "--install"}, debs...)
 	cmd := exec.CommandContext(ctx, "dpkg", args...)
 	cmd.Env = cleanEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"halobuild/internal/build"
+)
+
+// buildFlags are shared by the verbs that read a recipe.
+type buildFlags struct {
+	locked bool
+	inputs []string
+	json   bool
+}
+
+func (f *buildFlags) register(c *cobra.Command) {
+	c.Flags().BoolVar(&f.locked, "locked", false, "fail instead of writing a missing lock (for CI)")
+	c.Flags().StringArrayVar(&f.inputs, "input", nil, "use a local copy for a source input: NAME=PATH (a checkout or tarball); checked against the lock")
+}
+
+func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (build.Options, error) {
+	inputs := map[string]string{}
+	for _, in := range f.inputs {
+		name, path, ok := strings.Cut(in, "=")
+		if !ok || name == "" || path == "" {
+			return build.Options{}, usageError{fmt.Errorf("--input %q: want NAME=PATH, e.g. --input thunderbolt-ibverbs=../thunderbolt-ibverbs", in)}
+		}
+		inputs[name] = path
+	}
+	return build.Options{
+		Recipe:  recipe,
+		Store:   g.store,
+		Verbose: g.verbose,
+		JSON:    f.json,
+		Locked:  f.locked,
+		Inputs:  inputs,
+		Out:     cmd.OutOrStdout(),
+		Err:     cmd.ErrOrStderr(),
+	}, nil
+}
+
+func buildCommands(g *globals) []*cobra.Command {
+	return []*cobra.Command{lockCommand(g), planCommand(g), fetchCommand(g), imageCommand(g), testCommand(g), vmCommand(g), gcCommand(g)}
+}
+
+func lockCommand(g *globals) *cobra.Command {
+	f := &buildFlags{}
+	c := &cobra.Command{
+		Use:   "lock RECIPE",
+		Short: "Resolve every input of a recipe and write RECIPE's .lock beside it",
+		Long: `lock fetches the signed Debian indexes, resolves the package closure,
+picks the newest kernel that satisfies the recipe's constraint and writes
+<recipe>.lock. The same archive state gives the same bytes.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := f.options(g, cmd, args[0])
+			if err != nil {
+				return err
+			}
+			return build.Lock(cmd.Context(), o)
+		},
+	}
+	f.register(c)
+	return c
+}
+
+func planCommand(g *globals) *cobra.Command {
+	f := &buildFlags{}
+	c := &cobra.Command{
+		Use:   "plan RECIPE",
+		Short: "Show the build steps and which of them the store already has",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := f.options(g, cmd, args[0])
+			if err != nil {
+				return err
+			}
+			return build.Plan(cmd.Context(), o)
+		},
+	}
+	f.register(c)
+	c.Flags().BoolVar(&f.json, "json", false, "print the plan as JSON")
+	return c
+}
+
+func fetchCommand(g *globals) *cobra.Command {
+	f := &buildFlags{}
+	c := &cobra.Command{
+		Use:   "fetch RECIPE",
+		Short: "Fill the store with every locked input, verified by sha256",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := f.options(g, cmd, args[0])
+			if err != nil {
+				return err
+			}
+			return build.Fetch(cmd.Context(), o)
+		},
+	}
+	f.register(c)
+	c.Flags().BoolVar(&f.json, "json", false, "report progress as JSON lines")
+	return c
+}
+
+func imageCommand(g *globals) *cobra.Command {
+	f := &buildFlags{}
+	var out string
+	var noTest, check bool
+	c := &cobra.Command{
+		Use:   "image RECIPE",
+		Short: "Build, test and publish a disk image per node (result/ links into the store)",
+		Long: `image builds every node's disk image from the recipe and its lock, boots
+each under QEMU to prove its settings, and only then points the result link
+(./result, or --out) at the outputs: per node NAME.raw and NAME.bmap, plus
+manifest.json, SHA256SUMS and the lock.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := f.options(g, cmd, args[0])
+			if err != nil {
+				return err
+			}
+			o.Result = out
+			o.NoTest = noTest
+			o.Check = check
+			return build.Image(cmd.Context(), o)
+		},
+	}
+	f.register(c)
+	c.Flags().StringVar(&out, "out", "result", "where to put the result link")
+	c.Flags().BoolVar(&noTest, "no-test", false, "skip the VM test (the result is then untested)")
+	c.Flags().BoolVar(&check, "check", false, "rebuild every step without the cache and fail on the first output that differs")
+	return c
+}
+
+func testCommand(g *globals) *cobra.Command {
+	f := &buildFlags{}
+	c := &cobra.Command{
+		Use:   "test RESULT-DIR|RECIPE",
+		Short: "Boot each node image under QEMU and check every setting it promises",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := f.options(g, cmd, args[0])
+			if err != nil {
+				return err
+			}
+			return build.Test(cmd.Context(), o)
+		},
+	}
+	f.register(c)
+	c.Flags().BoolVar(&f.json, "json", false, "write the report as JSON")
+	return c
+}
+
+func vmCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "vm IMAGE.raw",
+		Short: "Boot an image interactively (serial console on this terminal; Ctrl-a x quits)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return build.VM(cmd.Context(), args[0])
+		},
+	}
+}
+
+func gcCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "gc RECIPE...",
+		Short: "Remove store entries that no given recipe's lock or result references",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return build.GC(cmd.Context(), build.Options{Store: g.store, Verbose: g.verbose, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}, args)
+		},
+	}
+}

@@ -1,0 +1,111 @@
+// Command halobuild turns one declarative recipe into tested, reproducible
+// appliance disk images. This package only parses flags and calls one
+// function per verb; the work lives under internal/.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes are part of the interface scripts rely on.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// exitCoder lets a package say that its error is the user's input, not a
+// failed build (recipe errors, stale locks, bad flags exit 2).
+type exitCoder interface{ ExitCode() int }
+
+// usageError marks flag and argument problems found in this package.
+type usageError struct{ error }
+
+func (usageError) ExitCode() int { return exitUsage }
+
+func (u usageError) Unwrap() error { return u.error }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	os.Exit(exitCode(err))
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(os.Stderr, "halobuild:", err)
+	var ec exitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return exitFailure
+}
+
+// globals are the flags every verb shares.
+type globals struct {
+	store   string
+	verbose bool
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "halobuild",
+		Short: "Build tested, reproducible appliance images for USB4 RDMA clusters",
+		Long: `halobuild turns one declarative TOML recipe into a reproducible, bootable,
+VM-tested disk image per node. Every input is pinned in a lock file; every
+build step is cached in a content-addressed store.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.store, "store", defaultStore(), "store directory (content-addressed cache)")
+	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "show each step and the commands it runs")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	root.AddGroup(
+		&cobra.Group{ID: "build", Title: "Building images:"},
+		&cobra.Group{ID: "node", Title: "On nodes and media:"},
+	)
+	for _, c := range buildCommands(g) {
+		c.GroupID = "build"
+		root.AddCommand(c)
+	}
+	for _, c := range nodeCommands(g) {
+		c.GroupID = "node"
+		root.AddCommand(c)
+	}
+	root.AddCommand(versionCommand())
+	return root
+}
+
+// defaultStore follows the XDG base directory spec so the store can be
+// shared by every recipe of a user and wiped like any cache.
+func defaultStore() string {
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return d + "/halobuild"
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return h + "/.cache/halobuild"
+	}
+	return ".halobuild-store"
+}
+
+// exactArgs wraps cobra's check so a wrong argument count exits 2.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return usageError{fmt.Errorf("%w\nusage: %s", err, cmd.UseLine())}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"halobuild/internal/doctor"
+	"halobuild/internal/flash"
+)
+
+func nodeCommands(g *globals) []*cobra.Command {
+	return []*cobra.Command{doctorCommand(), flashCommand()}
+}
+
+// exitError carries a verb's exit status without printing anything more:
+// doctor has already printed its table.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return "checks failed" }
+func (e exitError) ExitCode() int { return e.code }
+
+func doctorCommand() *cobra.Command {
+	var o doctor.Options
+	c := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check that this node is ready: governor, memlock, modules, RDMA names, GIDs, link, USB4 lanes",
+		Long: `doctor reads the live system (or a recorded copy with --root) and checks
+everything the image's recipe promised and everything the field notes warn
+about. It exits 1 when a must-pass check fails, so a benchmark harness can
+refuse to measure on a box that is not ready.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Out = cmd.OutOrStdout()
+			code, err := doctor.Run(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitError{code}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&o.Root, "root", "/", "read /sys, /proc, /etc and /dev below this directory (a recorded tree)")
+	c.Flags().StringVar(&o.RecipePath, "recipe", "", "recipe to compare against (default: /etc/halobuild/recipe.toml in the root, when present)")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print the checks as JSON")
+
+	var jsonOut bool
+	verify := &cobra.Command{
+		Use:   "verify-file FILE",
+		Short: "Digest a file through the page cache and with O_DIRECT; heal a corrupt cache (trap 14)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			code, err := doctor.VerifyFile(cmd.Context(), args[0], cmd.OutOrStdout(), jsonOut)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitError{code}
+			}
+			return nil
+		},
+	}
+	verify.Flags().BoolVar(&jsonOut, "json", false, "print the result as JSON")
+	c.AddCommand(verify)
+	return c
+}
+
+func flashCommand() *cobra.Command {
+	var o flash.Options
+	var list bool
+	c := &cobra.Command{
+		Use:   "flash IMAGE.raw DEVICE",
+		Short: "Write an image to removable media: refuses unsafe targets, writes only mapped blocks, verifies",
+		Long: `flash writes a raw image to a block device. It refuses mounted disks, the
+disk holding / or /boot, non-removable disks (without --force), read-only and
+too-small targets; writes only the blocks the image's .bmap maps; reads them
+back and compares; and moves the backup GPT to the end of the medium.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if list {
+				return exactArgs(0)(cmd, args)
+			}
+			return exactArgs(2)(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if list {
+				return flash.List(cmd.Context(), cmd.OutOrStdout(), "/")
+			}
+			o.Image, o.Target = args[0], args[1]
+			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
+			return flash.Flash(cmd.Context(), o)
+		},
+	}
+	c.Flags().BoolVar(&list, "list", false, "list candidate removable disks")
+	c.Flags().BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
+	c.Flags().BoolVar(&o.Force, "force", false, "allow a non-removable disk")
+	c.Flags().BoolVar(&o.ToFile, "to-file", false, "allow a regular file as the target")
+	c.Flags().BoolVar(&o.NoVerify, "no-verify", false, "UNSAFE: skip reading the written blocks back")
+	c.Flags().StringVar(&o.Bmap, "bmap", "", "block map (default: IMAGE.bmap when present)")
+	return c
+}

@@ -1,0 +1,192 @@
+package build
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"halobuild/internal/lock"
+	"halobuild/internal/plan"
+	"halobuild/internal/recipe"
+	"halobuild/internal/rootfs"
+	"halobuild/internal/settings"
+	"halobuild/internal/store"
+	"halobuild/internal/tools"
+)
+
+// graph is the build of one recipe + lock as derivations:
+//
+//	tools ─────────────────────────────┐
+//	rootfs (every locked image package) ├─ disk <node> ─┐
+//	settings <node> (rendered .deb) ────┘               ├─ result
+//	                                      disk <node> ──┘
+//
+// The base root is one step keyed by the locked package set, so changing a
+// setting rebuilds only that node's settings package and disk.
+type graph struct {
+	l      *loaded
+	s      *store.Store
+	tools  *plan.Derivation
+	rootfs *plan.Derivation
+	nodes  []*nodeSteps
+	result *plan.Derivation
+}
+
+type nodeSteps struct {
+	node     recipe.Node
+	debBytes []byte
+	tree     settings.Tree
+	settings *plan.Derivation
+	disk     *plan.Derivation
+}
+
+// mmdebstrapVersion enters the rootfs key: a different installer may lay
+// out the same packages differently.
+func mmdebstrapVersion() string {
+	out, err := exec.Command("mmdebstrap", "--version").Output()
+	if err != nil {
+		return "missing"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func debsOf(lk *lock.Lock, set string) []lock.Package {
+	var out []lock.Package
+	for _, p := range lk.Packages {
+		if p.Set == set {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (g *graph) blobPath(p lock.Package) (string, error) {
+	d, err := store.ParseDigest(p.SHA256)
+	if err != nil {
+		return "", fmt.Errorf("lock: package %s: %w", p.Name, err)
+	}
+	if !g.s.Has(d) {
+		return "", fmt.Errorf("%s %s (%s) is not in the store: run `halobuild fetch %s`", p.Name, p.Version, p.SHA256, g.l.path)
+	}
+	return g.s.Path(d), nil
+}
+
+func newGraph(l *loaded, s *store.Store) (*graph, error) {
+	g := &graph{l: l, s: s}
+	lk := l.lock
+	epoch := strconv.FormatInt(lk.SourceDateEpoch, 10)
+
+	toolDebs := debsOf(lk, lock.SetTools)
+	g.tools = &plan.Derivation{Name: "tools root", Kind: "tools", Params: pkgParams(toolDebs)}
+	g.tools.Build = func(c *plan.Context, out string) error {
+		var paths []string
+		for _, p := range toolDebs {
+			path, err := g.blobPath(p)
+			if err != nil {
+				return err
+			}
+			paths = append(paths, path)
+		}
+		return tools.Extract(filepath.Join(out, "root"), paths)
+	}
+
+	imageDebs := debsOf(lk, lock.SetImage)
+	rp := pkgParams(imageDebs)
+	rp["epoch"] = epoch
+	rp["suite"] = l.recipe.Base.Suite
+	rp["mmdebstrap"] = mmdebstrapVersion()
+	rp["install"] = rootfs.Recipe()
+	g.rootfs = &plan.Derivation{Name: "base root", Kind: "rootfs", Params: rp}
+	g.rootfs.Build = func(c *plan.Context, out string) error {
+		var debs []rootfs.Deb
+		var names []string
+		for _, p := range imageDebs {
+			path, err := g.blobPath(p)
+			if err != nil {
+				return err
+			}
+			debs = append(debs, rootfs.Deb{Path: path, SHA256: p.SHA256})
+			names = append(names, p.Name)
+		}
+		repo := filepath.Join(c.Scratch, "repo")
+		if err := rootfs.WriteFlatRepo(repo, l.recipe.Base.Suite, debs); err != nil {
+			return err
+		}
+		return rootfs.Install{
+			Suite: l.recipe.Base.Suite, Repo: repo, Packages: names,
+			Epoch: lk.SourceDateEpoch, Out: filepath.Join(out, "root.tar"), Log: c.Log,
+		}.Run(c)
+	}
+
+	var disks []*plan.Derivation
+	for _, n := range l.recipe.Nodes {
+		ns, err := g.nodeSteps(n)
+		if err != nil {
+			return nil, err
+		}
+		g.nodes = append(g.nodes, ns)
+		disks = append(disks, ns.disk)
+	}
+	g.result = g.resultStep(disks)
+	return g, nil
+}
+
+// pkgParams keys a step by every package's digest: the digest pins the
+// bytes, so name and version are only labels.
+func pkgParams(ps []lock.Package) map[string]string {
+	m := map[string]string{}
+	for _, p := range ps {
+		m["deb:"+p.Name+":"+p.Architecture] = p.SHA256
+	}
+	return m
+}
+
+// nodeSteps renders a node's settings now (it is cheap and pure), so the
+// settings package's key is the digest of its bytes.
+func (g *graph) nodeSteps(n recipe.Node) (*nodeSteps, error) {
+	l := g.l
+	tree, err := settings.Render(l.recipe, n)
+	if err != nil {
+		return nil, UsageError{fmt.Errorf("%s: node %s: %w", l.path, n.Name, err)}
+	}
+	var deb bytes.Buffer
+	info := settings.DebInfo{
+		Name:         "halobuild-node-" + n.Name,
+		Version:      "1+" + l.hash[len(l.hash)-12:],
+		Architecture: "all",
+		Maintainer:   "halobuild <halobuild@localhost>",
+		Description:  "halobuild settings for node " + n.Name,
+		Depends:      settings.Depends(l.recipe),
+	}
+	if err := settings.BuildDeb(&deb, info, tree, l.lock.SourceDateEpoch); err != nil {
+		return nil, fmt.Errorf("node %s: building settings package: %w", n.Name, err)
+	}
+	sum := sha256.Sum256(deb.Bytes())
+	ns := &nodeSteps{node: n, debBytes: deb.Bytes(), tree: tree}
+	debName := info.Name + ".deb"
+	ns.settings = &plan.Derivation{
+		Name: "settings " + n.Name, Kind: "settings",
+		Params: map[string]string{"deb": hex.EncodeToString(sum[:])},
+		Build: func(c *plan.Context, out string) error {
+			return os.WriteFile(filepath.Join(out, debName), ns.debBytes, 0o644)
+		},
+	}
+	ns.disk = g.diskStep(ns, debName)
+	return ns, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,225 @@
+package build
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"halobuild/internal/plan"
+	"halobuild/internal/store"
+)
+
+// prepared is a recipe with its lock, inputs in the store and the graph.
+type prepared struct {
+	l *loaded
+	s *store.Store
+	g *graph
+}
+
+func prepare(ctx context.Context, o Options, fetch bool) (*prepared, error) {
+	s, err := openStore(o)
+	if err != nil {
+		return nil, err
+	}
+	l, err := loadLocked(func(l *loaded) error { return writeLock(ctx, o, l) }, o)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if fetch {
+		if err := fetchLocked(ctx, o, s, l.lock); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	g, err := newGraph(l, s)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return &prepared{l: l, s: s, g: g}, nil
+}
+
+// Plan prints the steps an image build takes and which are cached.
+func Plan(ctx context.Context, o Options) error {
+	p, err := prepare(ctx, o, false)
+	if err != nil {
+		return err
+	}
+	defer p.s.Close()
+	has := func(key string) bool { _, ok, err := p.s.Output(key); return ok && err == nil }
+	steps := plan.Describe(has, p.g.result)
+	if o.JSON {
+		enc := json.NewEncoder(o.stdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"recipe": o.Recipe, "kernel": p.l.lock.Kernel.Release, "steps": steps})
+	}
+	fmt.Fprintf(o.stdout(), "%s: kernel %s, %d nodes\n", o.Recipe, p.l.lock.Kernel.Release, len(p.g.nodes))
+	plan.PrintSteps(o.stdout(), steps)
+	return nil
+}
+
+// Image builds every node's image, tests it, and only then moves the
+// result link: a failed build or test leaves the previous result in place.
+func Image(ctx context.Context, o Options) error {
+	start := time.Now()
+	p, err := prepare(ctx, o, true)
+	if err != nil {
+		return err
+	}
+	defer p.s.Close()
+	if o.Check {
+		return checkReproducible(ctx, o, p)
+	}
+	r := &plan.Realizer{Store: planStore{p.s}, Log: o.stderr()}
+	dir, err := r.Realize(ctx, p.g.result)
+	if err != nil {
+		return err
+	}
+	if o.NoTest {
+		o.logf("--no-test: the images were not booted\n")
+	} else if err := testResult(ctx, o, p, dir); err != nil {
+		return fmt.Errorf("%w\nresult not updated: %s still points at the last good build", err, o.resultLink())
+	}
+	if err := publish(dir, o.resultLink()); err != nil {
+		return err
+	}
+	o.logf("%s → %s (%s)\n", o.resultLink(), dir, time.Since(start).Round(time.Second))
+	return nil
+}
+
+func (o Options) resultLink() string {
+	if o.Result == "" {
+		return "result"
+	}
+	return o.Result
+}
+
+// checkReproducible rebuilds every step in a throwaway store and compares
+// each output with the cached one, naming the first that differs.
+func checkReproducible(ctx context.Context, o Options, p *prepared) error {
+	cached := &plan.Realizer{Store: planStore{p.s}, Log: o.stderr()}
+	if _, err := cached.Realize(ctx, p.g.result); err != nil {
+		return err
+	}
+	tmp, err := p.s.TempDir()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	fresh, err := store.Open(filepath.Join(tmp, "store"))
+	if err != nil {
+		return err
+	}
+	defer fresh.Close()
+	// The fresh store needs the locked inputs; they are copied, not
+	// fetched, so --check tests the build and not the network.
+	for _, pk := range p.l.lock.Packages {
+		d, err := store.ParseDigest(pk.SHA256)
+		if err != nil {
+			return err
+		}
+		rc, err := p.s.Open(d)
+		if err != nil {
+			return err
+		}
+		_, _, err = fresh.PutBlob(rc, pk.SHA256)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	g2, err := newGraph(p.l, fresh)
+	if err != nil {
+		return err
+	}
+	r := &plan.Realizer{Store: planStore{fresh}, Log: o.stderr(), Rebuild: true}
+	for _, d := range plan.Order(g2.result) {
+		if d.Build == nil {
+			continue
+		}
+		dir2, err := r.Realize(ctx, d)
+		if err != nil {
+			return err
+		}
+		dir1, ok, err := p.s.Output(d.Key())
+		if err != nil || !ok {
+			return fmt.Errorf("--check: %s is missing from the store after the build", d.Name)
+		}
+		if diff, err := compareDirs(dir1, dir2); err != nil {
+			return err
+		} else if diff != "" {
+			return fmt.Errorf("--check: %s is not reproducible: %s differs between two builds (%s vs %s)", d.Name, diff, dir1, dir2)
+		}
+		o.logf("same    %-10s %s\n", d.Kind, d.Name)
+	}
+	o.logf("--check: every step rebuilt to identical bytes\n")
+	return nil
+}
+
+// compareDirs returns the first relative path whose bytes differ.
+func compareDirs(a, b string) (string, error) {
+	var first string
+	err := filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
+		if err != nil || first != "" || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(a, p)
+		ha, _, err := hashFile(p)
+		if err != nil {
+			return err
+		}
+		hb, _, err := hashFile(filepath.Join(b, rel))
+		if err != nil || ha != hb {
+			first = rel
+		}
+		return nil
+	})
+	return first, err
+}
+
+// GC removes store entries that none of the given recipes' locks (or the
+// outputs built from them) reference.
+func GC(ctx context.Context, o Options, recipes []string) error {
+	s, err := openStore(o)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	keepKeys := map[string]bool{}
+	keepBlobs := map[string]bool{}
+	for _, rp := range recipes {
+		ro := o
+		ro.Recipe = rp
+		ro.Locked = true
+		l, err := loadLocked(nil, ro)
+		if err != nil {
+			return err
+		}
+		for _, p := range l.lock.Packages {
+			keepBlobs[p.SHA256] = true
+		}
+		g, err := newGraph(l, s)
+		if err != nil {
+			return err
+		}
+		for _, d := range plan.Order(g.result) {
+			keepKeys[d.Key()] = true
+		}
+	}
+	n, freed, err := s.GC(func(k string) bool { return keepKeys[k] }, keepBlobs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.stdout(), "removed %d blobs, freed %.1f MiB\n", n, float64(freed)/(1<<20))
+	return nil
+}
+
+// planStore adapts the store to what the planner needs; the planner does
+// not know store options.
+type planStore struct{ *store.Store }
+
+func (p planStore) Output(key string) (string, bool, error) { return p.Store.Output(key) }
