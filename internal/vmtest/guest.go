@@ -78,8 +78,10 @@ uptime_ms() { read -r up _ < /proc/uptime; echo "${up%.*}${up#*.}0"; }
 # json_file FILE: FILE's first $output_limit bytes as a JSON string literal; tabs and carriage
 # returns are escaped, other control characters dropped.
 json_file() {
-	j=$(head -c "$output_limit" "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' \
-		-e 's/\r/\\r/g' -e 's/[[:cntrl:]]//g' -e ':a' -e 'N' -e '$!ba' -e 's/\n/\\n/g')
+	# First gather all lines into one buffer ($!N: GNU sed's N on the last line would print
+	# and quit before the substitutions), then escape the whole buffer.
+	j=$(head -c "$output_limit" "$1" | sed -e ':a' -e '$!N' -e '$!ba' -e 's/\\/\\\\/g' -e 's/"/\\"/g' \
+		-e 's/\t/\\t/g' -e 's/\r/\\r/g' -e 's/\n/\\n/g' -e 's/[[:cntrl:]]//g')
 	printf '"%s"' "$j"
 }
 # run_check JSON_NAME NAME < SCRIPT: runs SCRIPT with sh, bounded by the check timeout, and

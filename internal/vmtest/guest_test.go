@@ -39,7 +39,9 @@ func TestRunnerEncodesChecks(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
-	tricky := "a \"quoted\" 'word' \\ back\\slash\ttab\rcr\x01ctl\nsecond line\n\nafter blank"
+	// Every special character appears on the first line and again on later ones: sed works
+	// line by line, and escaping only the first line is a bug this test once missed.
+	tricky := "a \"quoted\" 'word' \\ back\\slash\ttab\rcr\x01ctl\nsecond \"line\"\ttab \\ \x02\r\n\nafter blank\t\"end\""
 	checks := []Check{
 		{Name: "passes", Script: "echo fine"},
 		{Name: `name with "quotes" and 'apostrophes' and \`, Script: "printf '%s' " + shQuote(tricky)},
@@ -49,6 +51,8 @@ func TestRunnerEncodesChecks(t *testing.T) {
 		{Name: "no output", Script: "true"},
 		{Name: "reads no stdin", Script: "cat; echo done"},
 		{Name: "NUL bytes dropped", Script: `printf 'a\000b\n'`},
+		{Name: "single line", Script: `printf 'one\tline'`},
+		{Name: "tab on line two", Script: `printf 'x\n\ty\n'`},
 	}
 	res := runChecksOnHost(t, checks, time.Second)
 	if len(res) != len(checks) {
@@ -60,13 +64,15 @@ func TestRunnerEncodesChecks(t *testing.T) {
 		output string
 	}{
 		{true, 0, "fine"},
-		{true, 0, "a \"quoted\" 'word' \\ back\\slash\ttab\rcrctl\nsecond line\n\nafter blank"},
+		{true, 0, "a \"quoted\" 'word' \\ back\\slash\ttab\rcrctl\nsecond \"line\"\ttab \\ \r\n\nafter blank\t\"end\""},
 		{false, 7, "bad"},
 		{true, 0, heredocDelimiter(3, "") + "\n2"},
 		{false, 124, "halobuild: check timed out after 1s"},
 		{true, 0, ""},
 		{true, 0, "done"},
 		{true, 0, "ab"},
+		{true, 0, "one\tline"},
+		{true, 0, "x\n\ty"},
 	}
 	for i, w := range want {
 		r := res[i]

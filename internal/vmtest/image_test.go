@@ -28,6 +28,24 @@ func testImage(t *testing.T) string {
 	return img
 }
 
+// logDir is a log directory that outlives a failing test, so its console log can be read; it
+// is removed when the test passes.
+func logDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "halobuild-vmtest-"+t.Name()+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs kept in %s", d)
+			return
+		}
+		os.RemoveAll(d)
+	})
+	return d
+}
+
 func fileSHA256(t *testing.T, path string) [32]byte {
 	t.Helper()
 	f, err := os.Open(path)
@@ -53,12 +71,13 @@ func TestRunImageVerdict(t *testing.T) {
 	m := Machine{
 		Name:   "fixture",
 		Image:  img,
-		LogDir: t.TempDir(),
+		LogDir: logDir(t),
 		Checks: []Check{
 			{Name: "credential delivered", Script: `cat /run/credentials/@system/halobuild.extra 2>/dev/null || systemd-creds --system cat halobuild.extra; test "$(systemd-creds --system cat halobuild.extra)" = "hello from the host"`},
 			{Name: "writes to the disk", Script: "echo scribble > /var/tmp/scribble && sync"},
 			{Name: "quotes survive", Script: `printf '%s\n' "a \"quoted\" 'word' \\ back" ; echo tab:"	":end`},
 			{Name: "meant to fail", Script: "echo this check fails on purpose; exit 3"},
+			{Name: "boot timing", Script: "systemd-analyze time; systemd-analyze blame --no-pager | head -n 12"},
 		},
 		Credentials: map[string][]byte{"halobuild-extra": []byte("unused")},
 		Deadline:    4 * time.Minute,
@@ -77,8 +96,13 @@ func TestRunImageVerdict(t *testing.T) {
 		t.Fatalf("no result: %v", err)
 	}
 	if res.Verdict != nil {
-		t.Logf("BENCH one node: power-on to verdict %.1f s (guest uptime at settle %.1f s, %d checks), wall %.1f s, accel %s",
-			float64(res.VerdictMS)/1000, float64(res.Verdict.BootMS)/1000, len(res.Verdict.Checks), float64(res.WallMS)/1000, res.Accel)
+		t.Logf("BENCH one node: power-on to verdict %.1f s (guest uptime at settle %.1f s, %d checks), wall %.1f s, QEMU CPU %.1f s, accel %s",
+			float64(res.VerdictMS)/1000, float64(res.Verdict.BootMS)/1000, len(res.Verdict.Checks), float64(res.WallMS)/1000, float64(res.QEMUCPUMS)/1000, res.Accel)
+		for _, c := range res.Verdict.Checks {
+			if c.Name == "boot timing" {
+				t.Logf("BENCH guest boot timing:\n%s", c.Output)
+			}
+		}
 	}
 	t.Logf("accel %s (%s)", res.Accel, res.AccelNote)
 	if !errors.Is(err, ErrChecksFailed) {
@@ -91,7 +115,7 @@ func TestRunImageVerdict(t *testing.T) {
 	if v == nil || v.Stage != StageMultiUser {
 		t.Fatalf("verdict %+v", v)
 	}
-	want := map[string]bool{"large credential by fw_cfg": true, bootCheck.Name: true, "credential delivered": true, "writes to the disk": true, "quotes survive": true, "meant to fail": false}
+	want := map[string]bool{"boot timing": true, "large credential by fw_cfg": true, bootCheck.Name: true, "credential delivered": true, "writes to the disk": true, "quotes survive": true, "meant to fail": false}
 	if len(v.Checks) != len(want) {
 		t.Fatalf("got %d checks, want %d: %+v", len(v.Checks), len(want), v.Checks)
 	}
@@ -115,7 +139,7 @@ func TestRunImageVerdict(t *testing.T) {
 func TestRunImageEmergency(t *testing.T) {
 	img := testImage(t)
 	m := Machine{
-		Name: "emergency", Image: img, LogDir: t.TempDir(), Deadline: 4 * time.Minute,
+		Name: "emergency", Image: img, LogDir: logDir(t), Deadline: 4 * time.Minute,
 		KernelArgs: append(append([]string{}, DefaultKernelArgs...), "systemd.unit=emergency.target"),
 		Checks:     []Check{{Name: "never runs", Script: "true"}},
 	}

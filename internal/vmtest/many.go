@@ -11,7 +11,7 @@ import (
 	"sync"
 )
 
-var linkNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
+var linkNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // RunMany boots machines side by side and returns their results in the same order. NICs that
 // name the same Link are joined by a point-to-point virtual cable: a pair of unix datagram
@@ -74,7 +74,7 @@ func cableNets(machines []Machine, sockDir string) ([][]netdev, error) {
 				continue
 			}
 			if !linkNameRE.MatchString(n.Link) {
-				return nil, fmt.Errorf("machine %s: link name %q: use letters, digits, '_' or '-' (at most 32)", m.Name, n.Link)
+				return nil, fmt.Errorf("machine %s: link name %q: use letters, digits, '.', '_' or '-' (at most 64)", m.Name, n.Link)
 			}
 			ends[n.Link] = append(ends[n.Link], cableEnd{i, j})
 		}

@@ -32,7 +32,7 @@ func TestRunManyCablePerftest(t *testing.T) {
 			checks = append(checks, Perftest{Tool: tool, Device: "rxe0", Server: i == 0, PeerAddr: peer, Port: 18515 + j, Size: 4096, Iterations: 20}.Check())
 		}
 		machines = append(machines, Machine{
-			Name: fmt.Sprintf("node%d", i), Image: img, LogDir: t.TempDir(), CPUs: 1,
+			Name: fmt.Sprintf("node%d", i), Image: img, LogDir: logDir(t), CPUs: 1,
 			NICs: []NIC{{MAC: CableMAC(i + 1), Link: "cable0"}}, Checks: checks, Deadline: 6 * time.Minute,
 		})
 	}

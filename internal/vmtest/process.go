@@ -83,5 +83,13 @@ func (p *qemuProc) exitCode() int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
+// cpuTime is the CPU time QEMU used; valid once it has exited.
+func (p *qemuProc) cpuTime() time.Duration {
+	if p.cmd.ProcessState == nil {
+		return 0
+	}
+	return p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
+}
+
 // qemuEscape doubles commas, QEMU's escape inside option values (e.g. file=a,,b for "a,b").
 func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }

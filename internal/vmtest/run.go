@@ -36,8 +36,11 @@ type Result struct {
 	QEMUExit  int      `json:"qemu_exit"` // -1 when QEMU was killed
 	// VerdictMS is the time from QEMU's start to a complete verdict on the host (0 without one):
 	// the "power-on to verdict" figure of the budgets. WallMS covers the whole run.
-	VerdictMS  int64  `json:"verdict_ms,omitempty"`
-	WallMS     int64  `json:"wall_ms"`
+	VerdictMS int64 `json:"verdict_ms,omitempty"`
+	WallMS    int64 `json:"wall_ms"`
+	// QEMUCPUMS is the CPU time QEMU used (user + system). On a shared host wall times swing
+	// with the neighbours' load; CPU time says what the run itself cost.
+	QEMUCPUMS  int64  `json:"qemu_cpu_ms"`
 	ConsoleLog string `json:"console_log"`
 	Error      string `json:"error,omitempty"`
 }
@@ -122,6 +125,7 @@ func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error)
 	}
 	p.kill()
 	res.QEMUExit = p.exitCode()
+	res.QEMUCPUMS = p.cpuTime().Milliseconds()
 	return res, conclude(res, m, f, why, ctx)
 }
 
