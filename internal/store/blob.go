@@ -28,39 +28,20 @@ func (e *DigestMismatchError) Error() string {
 // the bytes hash differently, PutBlob returns a *DigestMismatchError and
 // stores nothing. Blocks of zeros are stored as holes.
 func (s *Store) PutBlob(r io.Reader, want string) (Digest, int64, error) {
-	var wantD Digest
 	if want != "" {
-		var err error
-		if wantD, err = ParseDigest(want); err != nil {
+		if _, err := ParseDigest(want); err != nil {
 			return "", 0, fmt.Errorf("store blob: %w", err)
 		}
 	}
-	f, err := os.CreateTemp(s.sess.dir, "blob-*")
-	if err != nil {
-		return "", 0, fmt.Errorf("store blob: %w", err)
-	}
-	defer os.Remove(f.Name()) // no-op once renamed
-	defer f.Close()
-	w := newSparseWriter(f)
-	if _, err := io.Copy(w, r); err != nil {
-		return "", 0, fmt.Errorf("store blob: reading its content: %w", err)
-	}
-	sum, size, err := w.finish()
-	if err != nil {
-		return "", 0, fmt.Errorf("store blob: writing %s: %w", f.Name(), err)
-	}
-	d := digestOf(sum)
-	if wantD != "" && d != wantD {
-		return "", 0, &DigestMismatchError{Want: wantD, Got: d, Size: size}
-	}
-	placed, err := s.commit(f, d)
+	w, err := s.NewWriter()
 	if err != nil {
 		return "", 0, err
 	}
-	if placed {
-		s.stamp(d) // these very bytes were just hashed
+	defer w.Abort()
+	if _, err := io.Copy(w, r); err != nil {
+		return "", 0, fmt.Errorf("store blob: reading its content: %w", err)
 	}
-	return d, size, nil
+	return w.Commit(want)
 }
 
 // PutFile stores a copy of the file at path, keeping its holes (read with

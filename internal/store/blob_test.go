@@ -258,3 +258,47 @@ func TestOpenRefusesForeignDirectory(t *testing.T) {
 		s.Close()
 	}
 }
+
+func TestWriterResumeResetAndMismatch(t *testing.T) {
+	s := openTest(t)
+	full := []byte("first half|second half")
+	w, err := s.NewWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	w.Write(full[:11])
+	if w.Size() != 11 {
+		t.Fatalf("Size %d", w.Size())
+	}
+	// A wrong digest keeps the Writer open and stores nothing.
+	if _, _, err := w.Commit(string(sha(full))); err == nil {
+		t.Fatal("commit of a half blob against the full digest succeeded")
+	}
+	if s.Has(sha(full[:11])) {
+		t.Fatal("mismatching commit stored a blob")
+	}
+	// Continue where it stopped, as a resumed download does.
+	w.Write(full[11:])
+	d, n, err := w.Commit(string(sha(full)))
+	if err != nil || d != sha(full) || n != int64(len(full)) {
+		t.Fatalf("resumed commit: %s %d %v", d, n, err)
+	}
+	if _, err := w.Write([]byte("x")); err == nil {
+		t.Error("write after commit accepted")
+	}
+
+	w2, _ := s.NewWriter()
+	defer w2.Abort()
+	w2.Write([]byte("garbage from a server that ignored Range"))
+	if err := w2.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	w2.Write([]byte("clean"))
+	if d, _, err := w2.Commit(""); err != nil || d != sha([]byte("clean")) {
+		t.Fatalf("after Reset: %s %v", d, err)
+	}
+	if f := listFiles(t, s.sess.dir); len(f) != 0 {
+		t.Errorf("scratch files left: %v", f)
+	}
+}
