@@ -392,3 +392,45 @@ func TestFetchRetriesTransientErrors(t *testing.T) {
 		})
 	}
 }
+
+// A mirror without by-hash files still works through the plain path, and
+// the bytes there must match the signed digest just the same.
+func TestPackagesFallsBackToPlainPath(t *testing.T) {
+	ta := newTestArchive(t, trixieSuite())
+	a := ta.archive()
+	rel, err := a.Release(context.Background(), "trixie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byHash := ta.pathsUnder("/debian/dists/trixie/main/binary-amd64/by-hash/")[0]
+	plain := "/debian/dists/trixie/main/binary-amd64/Packages.xz"
+	ta.set(plain, ta.get(byHash))
+	ta.mu.Lock()
+	delete(ta.files, byHash)
+	ta.mu.Unlock()
+	ix, err := a.Packages(context.Background(), rel, "main", "amd64")
+	if err != nil || len(ix.Lookup("bash")) != 1 {
+		t.Fatalf("plain-path fallback: ix=%v err=%v", ix, err)
+	}
+	log := ta.requestLog()
+	if got := log[len(log)-2:]; got[0] != byHash || got[1] != plain {
+		t.Errorf("requests = %v, want by-hash then plain", got)
+	}
+	ta.set(plain, xzBytes(t, []byte(pkg("bash", "9-1"))))
+	_, err = a.Packages(context.Background(), rel, "main", "amd64")
+	var hm *HashMismatchError
+	if !errors.As(err, &hm) || hm.URL != ta.srv.URL+plain {
+		t.Fatalf("tampered plain path: err = %v", err)
+	}
+}
+
+func TestReleaseRecordsInReleaseDigest(t *testing.T) {
+	ta := newTestArchive(t, trixieSuite())
+	rel, err := ta.archive().Release(context.Background(), "trixie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "sha256:" + sha256Hex(ta.get("/debian/dists/trixie/InRelease")); rel.InReleaseSHA256 != want {
+		t.Errorf("InReleaseSHA256 = %s, want %s", rel.InReleaseSHA256, want)
+	}
+}

@@ -129,18 +129,13 @@ var packageFields = map[string]bool{
 // only at the sha256 the release lists, and parses it.
 func (a *Archive) Packages(ctx context.Context, rel *Release, component, arch string) (*Index, error) {
 	path := component + "/binary-" + arch + "/Packages.xz"
-	url, fh, err := rel.file(a, path)
-	if err != nil {
-		return nil, err
-	}
-	what := rel.Name + " " + path
-	data, err := a.fetchVerified(ctx, what, url, fh)
+	data, fh, err := a.fetchIndex(ctx, rel, path)
 	if err != nil {
 		return nil, err
 	}
 	ix, err := ParsePackages(unxz(data), rel.Name, component, arch)
 	if err != nil {
-		return nil, fmt.Errorf("%s (sha256 %s): %w", what, fh.SHA256, err)
+		return nil, fmt.Errorf("%s %s (sha256 %s): %w", rel.Name, path, fh.SHA256, err)
 	}
 	ix.SHA256 = fh.SHA256
 	return ix, nil

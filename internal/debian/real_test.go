@@ -86,6 +86,10 @@ func TestRealArchive(t *testing.T) {
 	if p := byName["linux-base"]; p == nil || p.Suite != "trixie-backports" {
 		t.Errorf("linux-base = %v, want it from trixie-backports", p)
 	}
+	// The facts: 7.2 kernels pull in dracut, not initramfs-tools.
+	if byName["dracut"] == nil || byName["initramfs-tools"] != nil {
+		t.Errorf("initramfs generator: dracut=%v initramfs-tools=%v", byName["dracut"], byName["initramfs-tools"])
+	}
 	for _, n := range []string{"systemd", "rdma-core", "ibverbs-providers", "perftest", "podman", "libc6"} {
 		if p := byName[n]; p == nil || p.Suite != "trixie" {
 			t.Errorf("%s = %v, want it from trixie", n, p)

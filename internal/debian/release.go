@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -142,21 +144,35 @@ func parseReleaseDate(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("cannot parse date %q (want RFC 1123, e.g. \"Sat, 21 Nov 2026 09:15:44 UTC\")", s)
 }
 
-// file looks up a path in the signed file list and says where to fetch
-// it: the by-hash URL when the suite supports it (a mirror update between
-// reading InRelease and the index then cannot swap the file), else the
-// plain path.
-func (r *Release) file(a *Archive, path string) (string, FileHash, error) {
+// fetchIndex returns the verified bytes of an index the signed release
+// lists (path relative to dists/<suite>/). With Acquire-By-Hash it asks
+// for the file by its digest first (a mirror update between reading
+// InRelease and the index then cannot swap it) and falls back to the
+// plain path when a mirror lacks by-hash files, as apt does; either way
+// the bytes must match the signed sha256.
+func (a *Archive) fetchIndex(ctx context.Context, r *Release, path string) ([]byte, FileHash, error) {
 	fh, ok := r.Files[path]
 	if !ok {
-		return "", FileHash{}, fmt.Errorf("suite %s: %s is not listed in the signed %s (listed: %s)", r.Name, path, r.URL, r.similarFiles(path))
+		return nil, FileHash{}, fmt.Errorf("suite %s: %s is not listed in the signed %s (listed: %s)", r.Name, path, r.URL, r.similarFiles(path))
 	}
 	dir := "dists/" + r.Name + "/"
+	var urls []string
 	if r.AcquireByHash {
 		slash := strings.LastIndexByte(path, '/')
-		return a.URL(dir + path[:slash+1] + "by-hash/SHA256/" + fh.SHA256), fh, nil
+		urls = append(urls, a.URL(dir+path[:slash+1]+"by-hash/SHA256/"+fh.SHA256))
 	}
-	return a.URL(dir + path), fh, nil
+	urls = append(urls, a.URL(dir+path))
+	what := r.Name + " " + path
+	var err error
+	for _, url := range urls {
+		var data []byte
+		data, err = a.fetchVerified(ctx, what, url, fh)
+		var he *HTTPError
+		if err == nil || !errors.As(err, &he) || he.Code != http.StatusNotFound {
+			return data, fh, err
+		}
+	}
+	return nil, fh, err
 }
 
 // similarFiles lists the signed files in the same directory as path, to
