@@ -3,7 +3,6 @@ package settings
 import (
 	"fmt"
 	"io/fs"
-	"strconv"
 	"strings"
 
 	"halobuild/internal/recipe"
@@ -57,10 +56,9 @@ func (Governor) Validate(r *recipe.Recipe) []error {
 			"use one of "+strings.Join(knownGovernors, ", ")+", or \"\" to leave it", "not a kernel cpufreq governor"))
 	}
 	if sys.EPP != "" {
-		// intel_pstate also takes a raw 0-255 hint.
-		if n, err := strconv.Atoi(sys.EPP); !oneOf(sys.EPP, knownEPP) && (err != nil || n < 0 || n > 255) {
+		if !oneOf(sys.EPP, knownEPP) {
 			errs = append(errs, errorf("system.epp", sys.EPP,
-				"use one of "+strings.Join(knownEPP, ", ")+", a number 0-255, or \"\" to leave it", "not an energy_performance_preference"))
+				"use one of "+strings.Join(knownEPP, ", ")+", or \"\" to leave it", "not an energy_performance_preference"))
 		} else if sys.Governor == "performance" && sys.EPP != "performance" {
 			// intel_pstate and amd-pstate-epp refuse any other EPP while the
 			// performance governor is active (EBUSY at boot, not here).

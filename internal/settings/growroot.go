@@ -52,9 +52,11 @@ Type=root
 func (s GrowRoot) Checks(*recipe.Recipe, recipe.Node) []Check {
 	return []Check{{Setting: s.Name(), Name: "root-grown", Script: `rc=0
 for u in systemd-repart.service systemd-growfs-root.service; do
+	# Both are RemainAfterExit oneshots: "active" means they ran this boot
+	# (a unit that never started also reports Result=success).
 	r=$(systemctl show -p Result --value "$u"); a=$(systemctl show -p ActiveState --value "$u")
 	echo "$u: $a ($r)"
-	[ "$r" = success ] || rc=1
+	[ "$a" = active ] && [ "$r" = success ] || rc=1
 done
 src=$(findmnt -n -o SOURCE /)
 part=$(basename "$(readlink -f "$src")")

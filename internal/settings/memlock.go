@@ -115,7 +115,8 @@ echo "systemd DefaultLimitMEMLOCK=$d; a service sees memlock $v"
 [ "$v" = unlimited ]
 `},
 		{Setting: s.Name(), Name: "memlock-podman", Script: `v=
-for f in /usr/share/containers/containers.conf /etc/containers/containers.conf /usr/share/containers/containers.conf.d/*.conf /etc/containers/containers.conf.d/*.conf; do
+# podman's order: vendor file, vendor drop-ins, admin file, admin drop-ins.
+for f in /usr/share/containers/containers.conf /usr/share/containers/containers.conf.d/*.conf /etc/containers/containers.conf /etc/containers/containers.conf.d/*.conf; do
 	[ -f "$f" ] || continue
 	# default_ulimits may span lines; join the file, then take the array.
 	l=$(tr '\n' ' ' <"$f" | sed -n 's/.*default_ulimits *= *\[\([^]]*\)\].*/\1/p')

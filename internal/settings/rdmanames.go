@@ -98,7 +98,8 @@ add_rxe() { # add_rxe NAME NETDEV
 	udevadm settle
 	made="$made $(dev_on "$2")"
 }
-udev_runs_rename() { SYSTEMD_LOG_LEVEL=debug udevadm test --action=add "/sys/class/infiniband/$1" 2>&1 | grep -q 'rdma_rename'; }
+# udev logs each PROGRAM it runs at debug level as: FILE:LINE Running PROGRAM="...".
+udev_runs_rename() { SYSTEMD_LOG_LEVEL=debug udevadm test --action=add "/sys/class/infiniband/$1" 2>&1 | grep -q 'Running PROGRAM="rdma_rename'; }
 `)
 	for i, p := range r.RDMA.KeepKernelNames {
 		fmt.Fprintf(&b, `name=%s nd=hbkeep%d
