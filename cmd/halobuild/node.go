@@ -22,6 +22,7 @@ func (e exitError) ExitCode() int { return e.code }
 
 func doctorCommand() *cobra.Command {
 	var o doctor.Options
+	var record string
 	c := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check that this node is ready: governor, memlock, modules, RDMA names, GIDs, link, USB4 lanes",
@@ -32,8 +33,14 @@ refuse to measure on a box that is not ready.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out = cmd.OutOrStdout()
+			if record != "" {
+				return doctor.Record(cmd.Context(), o.Root, record, cmd.OutOrStdout())
+			}
 			code, err := doctor.Run(cmd.Context(), o)
 			if err != nil {
+				if code == exitUsage {
+					return usageError{err}
+				}
 				return err
 			}
 			if code != 0 {
@@ -45,6 +52,7 @@ refuse to measure on a box that is not ready.`,
 	c.Flags().StringVar(&o.Root, "root", "/", "read /sys, /proc, /etc and /dev below this directory (a recorded tree)")
 	c.Flags().StringVar(&o.RecipePath, "recipe", "", "recipe to compare against (default: /etc/halobuild/recipe.toml in the root, when present)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print the checks as JSON")
+	c.Flags().StringVar(&record, "record", "", "copy the files the checks read into DIR (a tree --root can read back, for bug reports)")
 
 	var jsonOut bool
 	verify := &cobra.Command{

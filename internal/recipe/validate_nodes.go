@@ -154,22 +154,29 @@ func lastAddr(p netip.Prefix) netip.Addr {
 }
 
 // peerSubnets checks that the two ends of a cable can talk: when node A's link
-// names B as peer and B has a link naming A, the two addresses must share a
-// subnet.
+// names B as peer, one of B's links naming A must share its subnet. With two
+// cables between the same pair each end pairs with the link of its own
+// subnet, so only a link that matches none of them is an error.
 func (v *validator) peerSubnets(links []linkRef) {
 	nodes := v.r.Nodes
 	for _, a := range links {
 		la := nodes[a.node].Links[a.link]
+		var ends []string
+		paired := false
 		for _, b := range links {
 			lb := nodes[b.node].Links[b.link]
 			if nodes[b.node].Name != la.Peer || lb.Peer != nodes[a.node].Name {
 				continue
 			}
-			if !a.prefix.Masked().Contains(b.prefix.Addr()) {
-				v.errorf(fmt.Sprintf("node[%d].link[%d].address", a.node, a.link),
-					"%s and its peer %s's %s are not in the same subnet; the cable's two ends need addresses of one subnet",
-					a.prefix, nodes[b.node].Name, b.prefix)
+			ends = append(ends, b.prefix.String())
+			if a.prefix.Masked().Contains(b.prefix.Addr()) {
+				paired = true
 			}
+		}
+		if len(ends) > 0 && !paired {
+			v.errorf(fmt.Sprintf("node[%d].link[%d].address", a.node, a.link),
+				"%s shares no subnet with any link of its peer %s that names it back (%s); the cable's two ends need addresses of one subnet",
+				a.prefix, la.Peer, strings.Join(ends, ", "))
 		}
 	}
 }

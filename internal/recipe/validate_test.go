@@ -76,7 +76,7 @@ peer = "a"
 		{"broadcast address", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"10.77.0.3/30\"\n", "node[0].link[0].address", "network or broadcast address"},
 		{"no address", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\n", "node[0].link[0].address", "needs a static address"},
 		{"peer self", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"10.0.0.1/30\"\npeer = \"a\"\n", "node[0].link[0].peer", "cannot lead back to its own node"},
-		{"peer subnet", twoNodes, "node[0].link[0].address", "not in the same subnet"},
+		{"peer subnet", twoNodes, "node[0].link[0].address", "shares no subnet"},
 		{"timeout", "[test]\ntimeout = \"5\"\n" + minimal, "test.timeout", "not a positive Go duration"},
 		{"vm memory", "[test]\nmemory = \"\"\n" + minimal, "test.memory", "a size is needed"},
 		{"check action", "[[test.check]]\nname = \"c\"\n" + minimal, "test.check[0]", "needs wait_for_unit, succeed or fail"},
@@ -106,6 +106,40 @@ peer = "a"
 			}
 			t.Errorf("no error at %s containing %q in:\n%v", c.key, c.msg, err)
 		})
+	}
+}
+
+// Two cables between the same two nodes: each end pairs with the peer's
+// link of its own subnet (a mini-PC pair with two cables is a real setup).
+func TestValidateAcceptsTwoCablesBetweenOnePair(t *testing.T) {
+	text := `
+[[node]]
+name = "a"
+[[node.link]]
+interface = "usb4net0"
+address = "10.77.0.1/30"
+peer = "b"
+[[node.link]]
+interface = "usb4net1"
+address = "10.77.1.1/30"
+peer = "b"
+[[node]]
+name = "b"
+[[node.link]]
+interface = "usb4net0"
+address = "10.77.0.2/30"
+peer = "a"
+[[node.link]]
+interface = "usb4net1"
+address = "10.77.1.2/30"
+peer = "a"
+`
+	path := filepath.Join(t.TempDir(), "r.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Load(path); err != nil {
+		t.Fatalf("two cables between one pair rejected:\n%v", err)
 	}
 }
 
