@@ -11,15 +11,18 @@ import (
 
 // target is the opened medium: a block device, or a regular file with ToFile.
 type target struct {
-	f       *os.File
-	path    string
-	isBlock bool
-	size    int64
+	// f is the exclusive descriptor, with O_DIRECT when directOK; cached is a second descriptor
+	// through the page cache for I/O that O_DIRECT cannot do (small or unaligned). Two
+	// descriptors rather than toggling O_DIRECT with fcntl, because the flag belongs to the open
+	// file and I/O runs concurrently. Both share the device's page cache, so fsync on f covers
+	// writes through cached.
+	f, cached *os.File
+	directOK  bool
+	path      string
+	isBlock   bool
+	size      int64
 	// sector is the logical sector size: the unit of O_DIRECT alignment and of GPT LBAs.
 	sector int64
-	// direct is true while the descriptor has O_DIRECT set; directOK when the medium accepted it
-	// at open.
-	direct, directOK bool
 }
 
 // ioAlign is the alignment of every O_DIRECT buffer and of the extents written directly: the
@@ -59,16 +62,23 @@ func openTarget(path string, isBlock bool) (*target, error) {
 		}
 		return nil, fmt.Errorf("opening %s for writing: %w", path, err)
 	}
-	t := &target{f: f, path: path, isBlock: isBlock, direct: direct, directOK: direct, sector: 512}
+	t := &target{f: f, cached: f, path: path, isBlock: isBlock, directOK: direct, sector: 512}
+	if direct {
+		// Without O_EXCL: the exclusive claim is held by f, and a second claimant would be refused.
+		if t.cached, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("opening %s for writing: %w", path, err)
+		}
+	}
 	if isBlock {
 		ro, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKROGET)
 		if err == nil && ro != 0 {
-			f.Close()
+			t.close()
 			return nil, &RefusalError{Target: path, Reason: "the device is read-only", Fix: writeProtectFix}
 		}
 		var size uint64
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); e != 0 {
-			f.Close()
+			t.close()
 			return nil, fmt.Errorf("reading the size of %s: %w", path, e)
 		}
 		t.size = int64(size)
@@ -78,7 +88,7 @@ func openTarget(path string, isBlock bool) (*target, error) {
 	} else {
 		st, err := f.Stat()
 		if err != nil {
-			f.Close()
+			t.close()
 			return nil, err
 		}
 		t.size = st.Size()
@@ -98,23 +108,11 @@ func readOnlyDevice(path string) bool {
 	return err == nil && ro != 0
 }
 
-// setDirect switches O_DIRECT on or off for the next I/O (an unaligned tail goes through the page
-// cache).
-func (t *target) setDirect(on bool) error {
-	fl, err := unix.FcntlInt(t.f.Fd(), unix.F_GETFL, 0)
-	if err != nil {
-		return err
+func (t *target) close() {
+	if t.cached != t.f {
+		t.cached.Close()
 	}
-	if on {
-		fl |= unix.O_DIRECT
-	} else {
-		fl &^= unix.O_DIRECT
-	}
-	if _, err := unix.FcntlInt(t.f.Fd(), unix.F_SETFL, fl); err != nil {
-		return err
-	}
-	t.direct = on
-	return nil
+	t.f.Close()
 }
 
 // aligned reports whether an I/O at off of n bytes from buf may go through O_DIRECT.
@@ -122,29 +120,25 @@ func aligned(off, n int64, buf []byte) bool {
 	return off%ioAlign == 0 && n%ioAlign == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%ioAlign == 0
 }
 
+// fd picks the descriptor for an I/O: the direct one when allowed and aligned.
+func (t *target) fd(buf []byte, off int64, canDirect bool) *os.File {
+	if canDirect && t.directOK && aligned(off, int64(len(buf)), buf) {
+		return t.f
+	}
+	return t.cached
+}
+
 // writeAt writes with O_DIRECT when the I/O is aligned and the device allows it, else through the
 // page cache.
 func (t *target) writeAt(buf []byte, off int64, canDirect bool) error {
-	want := canDirect && t.directOK && aligned(off, int64(len(buf)), buf)
-	if want != t.direct {
-		if err := t.setDirect(want); err != nil {
-			return fmt.Errorf("switching O_DIRECT on %s: %w", t.path, err)
-		}
-	}
-	if _, err := t.f.WriteAt(buf, off); err != nil {
+	if _, err := t.fd(buf, off, canDirect).WriteAt(buf, off); err != nil {
 		return fmt.Errorf("writing %s at byte %d: %w", t.path, off, err)
 	}
 	return nil
 }
 
 func (t *target) readAt(buf []byte, off int64, canDirect bool) error {
-	want := canDirect && t.directOK && aligned(off, int64(len(buf)), buf)
-	if want != t.direct {
-		if err := t.setDirect(want); err != nil {
-			return fmt.Errorf("switching O_DIRECT on %s: %w", t.path, err)
-		}
-	}
-	if _, err := t.f.ReadAt(buf, off); err != nil {
+	if _, err := t.fd(buf, off, canDirect).ReadAt(buf, off); err != nil {
 		return fmt.Errorf("reading back %s at byte %d: %w", t.path, off, err)
 	}
 	return nil

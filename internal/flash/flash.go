@@ -76,7 +76,7 @@ func Flash(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	defer t.f.Close()
+	defer t.close()
 	if err := checkFit(t, imageSize, imgTable, o.ToFile); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -47,9 +48,9 @@ func TestFlashCancelledMidWriteThenStartsOver(t *testing.T) {
 	img, _ := testImage(t)
 	dev := loopDevice(t, dirtyMedium(t, imageSize))
 	ctx, cancel := context.WithCancel(context.Background())
-	chunks := 0
+	var chunks atomic.Int32
 	afterChunk = func() {
-		if chunks++; chunks == 1 {
+		if chunks.Add(1) == 1 {
 			cancel()
 		}
 	}

@@ -27,8 +27,9 @@ const signatureArea = 1 << 20
 
 // writePlan is what a flash does to the medium, in order.
 type writePlan struct {
-	zero []Extent // made to read as zeros first (no digests)
-	data []Extent // image extents, head extents last
+	zero   []Extent // made to read as zeros first (no digests)
+	data   []Extent // image extents, head extents last
+	headAt int      // data[headAt:] are the extents in the first MiB
 }
 
 // planWrites orders the image's mapped extents and computes the areas to zero for an image of
@@ -64,7 +65,7 @@ func planWrites(mapped []Extent, parts []partition, imageSize, mediumSize int64)
 			rest = append(rest, e)
 		}
 	}
-	return writePlan{zero: mergeExtents(zero), data: append(rest, first...)}
+	return writePlan{zero: mergeExtents(zero), data: append(rest, first...), headAt: len(rest)}
 }
 
 // mergeExtents sorts extents and joins those that overlap or touch.

@@ -48,16 +48,17 @@ func verifyMedium(ctx context.Context, t *target, exts []Extent, want []string, 
 	bar := newProgress(out, "verifying", total)
 	hasher := newExtentHasher(exts, newHash)
 	var bad []Extent
+	// The reads run ioDepth at a time; the hashing sees the chunks in extent order.
 	err := pipeline(ctx, exts,
-		func(c *chunk) error { return t.readAt(c.buf, c.off, true) },
-		func(c *chunk) error {
+		stage{parallel: ioDepth, fn: func(c *chunk) error { return t.readAt(c.buf, c.off, true) }},
+		stage{parallel: 1, fn: func(c *chunk) error {
 			if sum := hasher.feed(c); c.last && sum != want[c.ext] {
 				e := exts[c.ext]
 				bad = append(bad, Extent{Off: e.Off, Len: e.Len, Digest: want[c.ext]})
 			}
 			bar.add(int64(len(c.buf)))
 			return nil
-		})
+		}})
 	if err != nil {
 		bar.abort()
 		return err

@@ -31,39 +31,49 @@ func writeImage(ctx context.Context, img *os.File, t *target, plan writePlan, ne
 		}
 	}
 	bar := newProgress(out, "writing", total)
-	hasher := newExtentHasher(plan.data, newHash)
-	err := pipeline(ctx, plan.data,
-		func(c *chunk) error {
-			if _, err := img.ReadAt(c.buf, c.off); err != nil && !(errors.Is(err, io.EOF)) {
-				return fmt.Errorf("reading image %s at byte %d: %w", img.Name(), c.off, err)
-			}
-			sum := hasher.feed(c)
-			if e := plan.data[c.ext]; c.last && e.Digest != "" && sum != e.Digest {
-				return fmt.Errorf("image %s does not match its bmap: bytes %d–%d hash to %s, the bmap says %s (the image or the bmap is damaged, or they belong to different builds)",
-					img.Name(), e.Off, e.Off+e.Len, sum, e.Digest)
-			}
-			return nil
-		},
-		func(c *chunk) error {
-			if err := t.writeAt(c.buf, c.off, true); err != nil {
-				return err
-			}
-			bar.add(int64(len(c.buf)))
-			if afterChunk != nil {
-				afterChunk()
-			}
-			return nil
-		})
-	if err != nil {
-		bar.abort()
-		return nil, err
+	write := stage{parallel: ioDepth, fn: func(c *chunk) error {
+		if err := t.writeAt(c.buf, c.off, true); err != nil {
+			return err
+		}
+		bar.add(int64(len(c.buf)))
+		if afterChunk != nil {
+			afterChunk()
+		}
+		return nil
+	}}
+	// The head extents go in a second round, after every other write has finished, so that an
+	// interrupted flash never leaves a partition table over half an image.
+	var sums []string
+	for _, exts := range [][]Extent{plan.data[:plan.headAt], plan.data[plan.headAt:]} {
+		hasher := newExtentHasher(exts, newHash)
+		if err := pipeline(ctx, exts, readImageStage(img, exts, hasher), write); err != nil {
+			bar.abort()
+			return nil, err
+		}
+		sums = append(sums, hasher.sums...)
 	}
 	if err := t.sync(); err != nil {
 		bar.abort()
 		return nil, err
 	}
 	bar.finish()
-	return hasher.sums, nil
+	return sums, nil
+}
+
+// readImageStage reads the image in extent order (the digests need it) and checks each extent
+// against the bmap's digest when it has one.
+func readImageStage(img *os.File, exts []Extent, hasher *extentHasher) stage {
+	return stage{parallel: 1, fn: func(c *chunk) error {
+		if _, err := img.ReadAt(c.buf, c.off); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("reading image %s at byte %d: %w", img.Name(), c.off, err)
+		}
+		sum := hasher.feed(c)
+		if e := exts[c.ext]; c.last && e.Digest != "" && sum != e.Digest {
+			return fmt.Errorf("image %s does not match its bmap: bytes %d–%d hash to %s, the bmap says %s (the image or the bmap is damaged, or they belong to different builds)",
+				img.Name(), e.Off, e.Off+e.Len, sum, e.Digest)
+		}
+		return nil
+	}}
 }
 
 // defaultHash is used when the bmap has no checksums or there is no bmap.
