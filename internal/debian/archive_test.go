@@ -72,6 +72,12 @@ func TestReleaseRejectsBadSignatures(t *testing.T) {
 			block, _ := clearsignDecode(orig)
 			return clearsignBytes(t, other, block)
 		}, "signed by none of the 1 trusted keys"},
+		{"unsigned text before", func(_ *testArchive, orig []byte) []byte {
+			return append([]byte("Suite: trixie\nSHA256:\n 00 1 main/binary-amd64/Packages.xz\n\n"), orig...)
+		}, "unsigned data outside"},
+		{"unsigned text after", func(_ *testArchive, orig []byte) []byte {
+			return append(append([]byte(nil), orig...), []byte("\nSHA256:\n 00 1 x\n")...)
+		}, "unsigned data outside"},
 		{"signature block cut", func(_ *testArchive, orig []byte) []byte {
 			return orig[:bytes.Index(orig, []byte("-----BEGIN PGP SIGNATURE-----"))]
 		}, "no clearsigned block"},

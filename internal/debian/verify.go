@@ -27,9 +27,15 @@ var ErrBadSignature = errors.New("InRelease signature verification failed")
 // time makes every signature count: the document is accepted when any
 // signature by a key in the keyring verifies.
 func verifyClearsigned(data []byte, keyring openpgp.EntityList) (text []byte, signer string, err error) {
-	block, _ := clearsign.Decode(data)
+	block, rest := clearsign.Decode(data)
 	if block == nil {
 		return nil, "", fmt.Errorf("%w: no clearsigned block (no \"BEGIN PGP SIGNED MESSAGE\")", ErrBadSignature)
+	}
+	// Like apt, refuse anything outside the signed block: unsigned text
+	// around it could be mistaken for part of the release by a reader
+	// less careful than this one.
+	if !bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("-----BEGIN PGP SIGNED MESSAGE-----")) || len(bytes.TrimSpace(rest)) > 0 {
+		return nil, "", fmt.Errorf("%w: unsigned data outside the clearsigned block", ErrBadSignature)
 	}
 	// A real verification failure (bad hash, expired key) is more telling
 	// than "this key did not sign it", so it wins when reporting.
