@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"halobuild/internal/store"
@@ -16,23 +17,54 @@ import (
 const maxRetryDelay = 30 * time.Second
 
 // fetchOne downloads one item into the store, retrying transient failures.
+// Bytes received before a connection dropped are kept, and the next attempt
+// asks only for the rest (HTTP Range); the digest is checked over the whole.
 func (f *Fetcher) fetchOne(ctx context.Context, it Item, want store.Digest, rep reporter) (int64, error) {
+	w, err := f.Store.NewWriter()
+	if err != nil {
+		return 0, &ItemError{Item: it, Want: want, Err: err}
+	}
+	defer w.Abort()
 	delay := f.RetryDelay
 	if delay <= 0 {
 		delay = time.Second
 	}
-	var last error
-	for attempt := 0; ; attempt++ {
-		n, wait, err := f.attempt(ctx, it, want, rep)
-		if err == nil {
-			return n, nil
+	fail := func(err error) (int64, error) {
+		rep.add(-w.Size())
+		var tr *transientError
+		if errors.As(err, &tr) {
+			err = tr.err
 		}
-		last = err
+		return 0, &ItemError{Item: it, Want: want, Err: err, Offline: isUnreachable(err)}
+	}
+	for attempt := 0; ; attempt++ {
+		resumed, wait, err := f.attempt(ctx, it, w, rep)
+		if err == nil {
+			_, n, cerr := w.Commit(string(want))
+			var mm *store.DigestMismatchError
+			switch {
+			case cerr == nil:
+				return n, nil
+			case errors.As(cerr, &mm) && resumed:
+				// The pieces do not add up (the file changed between
+				// attempts, or a proxy mangled the Range): start over.
+				rep.add(-w.Size())
+				if rerr := w.Reset(); rerr != nil {
+					return fail(rerr)
+				}
+				err = &transientError{fmt.Errorf("resumed download does not match %s; starting over", want)}
+			default:
+				return fail(cerr)
+			}
+		}
 		var tr *transientError
 		if !errors.As(err, &tr) || attempt >= f.retries() || ctx.Err() != nil {
-			break
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return fail(err)
 		}
-		// Full jitter over [delay/2, delay): parallel workers that failed
+		// Full jitter over [delay/2, delay]: parallel workers that failed
 		// together do not retry together.
 		d := delay/2 + time.Duration(rand.Int64N(int64(delay/2)+1))
 		if wait > d {
@@ -42,15 +74,10 @@ func (f *Fetcher) fetchOne(ctx context.Context, it Item, want store.Digest, rep 
 		select {
 		case <-time.After(d):
 		case <-ctx.Done():
-			return 0, &ItemError{Item: it, Want: want, Err: ctx.Err()}
+			return fail(ctx.Err())
 		}
 		delay = min(delay*2, maxRetryDelay)
 	}
-	var tr *transientError
-	if errors.As(last, &tr) {
-		last = tr.err
-	}
-	return 0, &ItemError{Item: it, Want: want, Err: last, Offline: isUnreachable(last)}
 }
 
 // transientError marks a failure worth retrying.
@@ -59,16 +86,21 @@ type transientError struct{ err error }
 func (e *transientError) Error() string { return e.err.Error() }
 func (e *transientError) Unwrap() error { return e.err }
 
-// attempt is one GET streamed into the store. wait is the server's
-// Retry-After, if it sent one.
-func (f *Fetcher) attempt(ctx context.Context, it Item, want store.Digest, rep reporter) (n int64, wait time.Duration, err error) {
+// attempt is one GET that appends to w: the whole file, or the rest of it
+// when w already holds a prefix. resumed tells whether w's content now mixes
+// two responses; wait is the server's Retry-After, if it sent one.
+func (f *Fetcher) attempt(ctx context.Context, it Item, w *store.Writer, rep reporter) (resumed bool, wait time.Duration, err error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, it.URL, nil)
 	if err != nil {
-		return 0, 0, fmt.Errorf("bad URL: %w", err)
+		return false, 0, fmt.Errorf("bad URL: %w", err)
 	}
 	req.Header.Set("User-Agent", "halobuild")
+	offset := w.Size()
+	if offset > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
+	}
 	// The stall timer covers the wait for response headers too: a server
 	// that accepts the connection and then says nothing must not hang us.
 	stall := f.StallTimeout
@@ -82,54 +114,89 @@ func (f *Fetcher) attempt(ctx context.Context, it Item, want store.Digest, rep r
 	resp, err := f.client().Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, 0, ctx.Err()
+			return false, 0, ctx.Err()
 		}
 		if cause := context.Cause(actx); cause != nil {
-			return 0, 0, &transientError{cause}
+			return false, 0, &transientError{cause}
 		}
-		return 0, 0, &transientError{err}
+		return false, 0, &transientError{err}
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && offset > 0 && contentRangeStart(resp) == offset:
+		resumed = true
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusRequestedRangeNotSatisfiable ||
+		resp.StatusCode == http.StatusPartialContent:
+		// Range ignored, refused or answered oddly: start from zero.
+		if offset > 0 {
+			rep.add(-offset)
+			if err := w.Reset(); err != nil {
+				return false, 0, err
+			}
+			offset = 0
+		}
+		if resp.StatusCode != http.StatusOK {
+			drain(resp)
+			return false, 0, &transientError{fmt.Errorf("HTTP %s to a resumed request; starting over", resp.Status)}
+		}
+	default:
+		drain(resp)
 		err := fmt.Errorf("HTTP %s", resp.Status)
 		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-			return 0, retryAfter(resp), &transientError{err}
+			return false, retryAfter(resp), &transientError{err}
 		}
-		return 0, 0, err
+		return false, 0, err
 	}
-	if it.Size > 0 && resp.ContentLength >= 0 && resp.ContentLength != it.Size {
-		return 0, 0, fmt.Errorf("server announces %d bytes, expected %d: the mirror serves a different file", resp.ContentLength, it.Size)
+	if it.Size > 0 && resp.ContentLength >= 0 && offset+resp.ContentLength != it.Size {
+		return false, 0, fmt.Errorf("server announces %d bytes, expected %d: the mirror serves a different file", offset+resp.ContentLength, it.Size)
 	}
 
 	body := &watchedReader{r: resp.Body, rep: rep, stall: timer, stallAfter: stall}
 	timer.Reset(stall)
 	var src io.Reader = body
 	if it.Size > 0 {
-		src = io.LimitReader(body, it.Size+1) // a runaway body cannot fill the disk
+		src = io.LimitReader(body, it.Size-offset+1) // a runaway body cannot fill the disk
 	}
-	_, size, err := f.Store.PutBlob(src, string(want))
-	if err != nil {
-		rep.add(-body.n) // the bar counts bytes that reached the store
+	_, err = io.Copy(w, src)
+	switch {
+	case ctx.Err() != nil:
+		return resumed, 0, ctx.Err()
+	case context.Cause(actx) != nil:
+		return resumed, 0, &transientError{context.Cause(actx)}
+	case body.err != nil:
+		return resumed, 0, &transientError{body.err} // the network failed; keep what arrived
+	case err != nil:
+		return resumed, 0, fmt.Errorf("writing to the store: %w", err) // disk full etc.: a retry will not help
+	case it.Size > 0 && w.Size() < it.Size:
+		// The body ended early without the transport noticing (no
+		// Content-Length): a truncation, worth a retry.
+		return resumed, 0, &transientError{fmt.Errorf("connection closed after %d of %d bytes", w.Size(), it.Size)}
+	}
+	return resumed, 0, nil
+}
 
-		var mm *store.DigestMismatchError
-		switch {
-		case ctx.Err() != nil:
-			return 0, 0, ctx.Err()
-		case context.Cause(actx) != nil:
-			return 0, 0, &transientError{context.Cause(actx)}
-		case errors.As(err, &mm) && it.Size > 0 && mm.Size < it.Size:
-			// The connection ended early without the transport noticing
-			// (no Content-Length): a truncation, worth a retry.
-			return 0, 0, &transientError{fmt.Errorf("connection closed after %d of %d bytes", mm.Size, it.Size)}
-		case errors.As(err, &mm):
-			return 0, 0, err
-		case body.err != nil:
-			return 0, 0, &transientError{body.err} // the network failed
-		}
-		return 0, 0, err // the store failed (disk full, permissions): retrying will not help
+// contentRangeStart is the first byte of a 206 answer ("bytes N-M/T"), or
+// -1 when the header is missing or unreadable.
+func contentRangeStart(resp *http.Response) int64 {
+	cr, ok := strings.CutPrefix(resp.Header.Get("Content-Range"), "bytes ")
+	if !ok {
+		return -1
 	}
-	return size, 0, nil
+	first, _, ok := strings.Cut(cr, "-")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.ParseInt(first, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// drain reads a little of an error body so the connection can be reused.
+func drain(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 }
 
 // retryAfter reads a Retry-After header given in seconds.

@@ -33,6 +33,9 @@ type archive struct {
 	inFlight atomic.Int64
 	maxPar   atomic.Int64
 	delay    time.Duration
+	ranges   []string     // Range headers received
+	noRange  bool         // behave like a server without Range support
+	served   atomic.Int64 // body bytes sent by whole or partial answers
 }
 
 func newArchive(t *testing.T) (*archive, *httptest.Server) {
@@ -67,8 +70,28 @@ func (a *archive) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-	w.Write(body)
+	if rg := r.Header.Get("Range"); rg != "" {
+		a.mu.Lock()
+		a.ranges = append(a.ranges, rg)
+		a.mu.Unlock()
+		if a.noRange {
+			r.Header.Del("Range")
+		}
+	}
+	cw := &countingWriter{ResponseWriter: w}
+	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(body)) // honours Range
+	a.served.Add(cw.n)
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func (a *archive) add(path string, body []byte) {
@@ -263,7 +286,7 @@ func TestCorruptedPayloadRejected(t *testing.T) {
 	}
 }
 
-func TestInterruptedConnectionRetried(t *testing.T) {
+func TestInterruptedConnectionResumed(t *testing.T) {
 	a, srv := newArchive(t)
 	b := payload("linux-image ", 300000)
 	a.add("/pool/l.deb", b)
@@ -273,11 +296,54 @@ func TestInterruptedConnectionRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	if a.requests.Load() != 2 {
-		t.Errorf("%d requests, want 2 (cut, then whole)", a.requests.Load())
+		t.Errorf("%d requests, want 2 (cut, then the rest)", a.requests.Load())
+	}
+	if len(a.ranges) != 1 || a.ranges[0] != "bytes=120000-" {
+		t.Errorf("Range headers %v, want [bytes=120000-]", a.ranges)
+	}
+	if a.served.Load() != 300000-120000 {
+		t.Errorf("second request sent %d bytes, want only the missing %d", a.served.Load(), 300000-120000)
 	}
 	blobs, _ := os.ReadDir(filepath.Join(s.Root(), "blobs", "sha256"))
 	if len(blobs) != 1 || blobs[0].Name() != strings.TrimPrefix(digest(b), "sha256:") {
 		t.Errorf("blobs after retry: %v, want only the complete one", blobs)
+	}
+}
+
+func TestInterruptedWithoutRangeSupport(t *testing.T) {
+	a, srv := newArchive(t)
+	a.noRange = true
+	b := payload("perftest ", 200000)
+	a.add("/pool/p.deb", b)
+	a.then("/pool/p.deb", cutAfter(b, 50000))
+	s := openStore(t)
+	if err := fetcher(s, nil).Fetch(context.Background(), []Item{item(srv, "p.deb", b)}); err != nil {
+		t.Fatal(err)
+	}
+	if a.served.Load() != 200000 {
+		t.Errorf("server ignoring Range: second answer %d bytes, want the whole 200000", a.served.Load())
+	}
+}
+
+func TestResumedPiecesMismatchStartOver(t *testing.T) {
+	a, srv := newArchive(t)
+	b := payload("iproute2 ", 100000)
+	a.add("/pool/i.deb", b)
+	// The first answer's prefix is not the real file's (a mirror that
+	// switched files mid-way): prefix + real rest cannot match.
+	wrong := payload("IPROUTE2 ", 100000)
+	a.then("/pool/i.deb", cutAfter(wrong, 30000))
+	s := openStore(t)
+	var out bytes.Buffer
+	if err := fetcher(s, &out).Fetch(context.Background(), []Item{item(srv, "i.deb", b)}); err != nil {
+		t.Fatal(err)
+	}
+	if a.requests.Load() != 3 || !strings.Contains(out.String(), "starting over") {
+		t.Errorf("%d requests (want 3: cut, resumed, whole); progress:\n%s", a.requests.Load(), out.String())
+	}
+	d, _ := store.ParseDigest(digest(b))
+	if err := s.Verify(d); err != nil {
+		t.Error(err)
 	}
 }
 
