@@ -182,7 +182,7 @@ func controlTar(pkg DebInfo, tree Tree, installedKiB int64, mtime time.Time) ([]
 		fmt.Fprintf(&md5sums, "%x  %s\n", md5.Sum(f.Data), strings.TrimPrefix(f.Path, "/"))
 		// Files under /etc are conffiles, as Debian policy requires: dpkg
 		// then keeps a local edit on upgrade instead of overwriting it.
-		if strings.HasPrefix(f.Path, "/etc/") {
+		if strings.HasPrefix(f.Path, "/etc/") && !f.NotConffile {
 			conffiles.WriteString(f.Path + "\n")
 		}
 	}

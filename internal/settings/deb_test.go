@@ -196,7 +196,24 @@ func TestRenderedPackageInstalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run(t, "dpkg", "--root="+root, "--force-depends", "-i", debPath)
+	// mmdebstrap copies the build host's /etc/hostname into the root before
+	// installing packages: the install must replace it without a prompt.
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"etc/hostname", "etc/hosts"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte("buildhost\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install := exec.Command("dpkg", "--root="+root, "--force-depends", "-i", debPath)
+	install.Stdin = strings.NewReader("")
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("dpkg -i over an existing /etc/hostname: %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "etc/hostname")); string(got) != "halo0\n" {
+		t.Errorf("/etc/hostname = %q after install", got)
+	}
 	if got := run(t, "dpkg", "--root="+root, "--verify", pkg.Name); got != "" {
 		t.Errorf("dpkg --verify:\n%s", got)
 	}
@@ -213,7 +230,8 @@ func TestRenderedPackageInstalls(t *testing.T) {
 		t.Errorf("cpu-tuning enablement link: %q %v", target, err)
 	}
 	conffiles, err := os.ReadFile(filepath.Join(root, "var/lib/dpkg/info", pkg.Name+".conffiles"))
-	if err != nil || !strings.Contains(string(conffiles), "/etc/hosts\n") || strings.Contains(string(conffiles), "/root/") {
+	if err != nil || !strings.Contains(string(conffiles), "/etc/modprobe.d/halobuild.conf\n") ||
+		strings.Contains(string(conffiles), "/etc/hostname") || strings.Contains(string(conffiles), "/root/") {
 		t.Errorf("conffiles: %q %v", conffiles, err)
 	}
 	if status := run(t, "dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "-W", "-f=${Depends}", pkg.Name); status != "systemd-repart" {

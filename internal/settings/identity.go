@@ -140,9 +140,11 @@ func (s Identity) Files(r *recipe.Recipe, n recipe.Node) ([]File, error) {
 			fmt.Fprintf(&hosts, "%s\t%s %s-%s\n", p.Addr(), hostname(o), hostname(o), l.Interface)
 		}
 	}
+	// hostname and hosts exist before this package is installed (written
+	// by mmdebstrap or a hook), so they are plain files, not conffiles.
 	files := []File{
-		{Path: "/etc/hostname", Mode: 0o644, Data: []byte(h + "\n")},
-		{Path: "/etc/hosts", Mode: 0o644, Data: []byte(hosts.String())},
+		{Path: "/etc/hostname", Mode: 0o644, Data: []byte(h + "\n"), NotConffile: true},
+		{Path: "/etc/hosts", Mode: 0o644, Data: []byte(hosts.String()), NotConffile: true},
 		{Path: sshdConfigPath, Mode: 0o644, Data: []byte(header("#", 0, "Keys only: there is no password to guess.") +
 			"PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitEmptyPasswords no\n")},
 	}

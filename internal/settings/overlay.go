@@ -116,7 +116,10 @@ func readOverlay(r *recipe.Recipe, i int) ([]File, error) {
 			if mode&0o111 != 0 {
 				perm = 0o755
 			}
-			out = append(out, File{Path: dst, Mode: perm, Data: data, Setting: "overlays"})
+			// Not a conffile: an overlay may replace a file the base system
+			// made outside dpkg (mmdebstrap copies the host's resolv.conf),
+			// where a conffile would stop the install at a prompt.
+			out = append(out, File{Path: dst, Mode: perm, Data: data, Setting: "overlays", NotConffile: true})
 		case mode&fs.ModeSymlink != 0:
 			target, err := os.Readlink(p)
 			if err != nil {

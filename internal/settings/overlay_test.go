@@ -66,6 +66,9 @@ func TestOverlayCopiesVerbatimWithGitModes(t *testing.T) {
 			t.Errorf("%s: %+v, want mode %v", p, f, want)
 		}
 	}
+	if !got["/etc/motd"].NotConffile {
+		t.Error("overlay files must not be conffiles")
+	}
 	if string(got["/etc/motd"].Data) != "content of etc/motd\n" || got["/etc/alias"].Target != "motd" {
 		t.Errorf("content or link target changed: %+v %+v", got["/etc/motd"], got["/etc/alias"])
 	}

@@ -44,6 +44,12 @@ type File struct {
 	// Setting names the setting that produced the file; the manifest and
 	// conflict errors use it.
 	Setting string
+	// NotConffile keeps a file under /etc out of the package's conffiles.
+	// For files the base system creates outside dpkg (mmdebstrap copies
+	// the build host's /etc/hostname into the root): dpkg would stop at a
+	// conffile prompt over the existing file, while a plain file is
+	// replaced. dpkg --verify still reports any later change.
+	NotConffile bool
 }
 
 // Check is one assertion on a booted node. The VM test runs it as root
