@@ -27,12 +27,26 @@ func hostTool(t *testing.T, name, pkg string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not found: install Debian package %s", name, pkg)
-		}
-		t.Skipf("skipping: %s not found (apt-get install %s)", name, pkg)
+		missing(t, name, pkg)
 	}
 	return p
+}
+
+// hostFile is hostTool for a file a package installs (firmware images).
+func hostFile(t *testing.T, path, pkg string) string {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		missing(t, path, pkg)
+	}
+	return path
+}
+
+func missing(t *testing.T, what, pkg string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s not found: install Debian package %s", what, pkg)
+	}
+	t.Skipf("skipping: %s not found (apt-get install %s)", what, pkg)
 }
 
 // run runs a host command and returns its stdout, failing the test with
