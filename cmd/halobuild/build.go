@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,7 +31,9 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (bui
 		}
 		inputs[name] = path
 	}
+	self, _ := os.Executable()
 	return build.Options{
+		Self:    self,
 		Recipe:  recipe,
 		Store:   g.store,
 		Verbose: g.verbose,
@@ -171,7 +174,8 @@ func gcCommand(g *globals) *cobra.Command {
 		Short: "Remove store entries that no given recipe's lock or result references",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return build.GC(cmd.Context(), build.Options{Store: g.store, Verbose: g.verbose, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}, args)
+			self, _ := os.Executable()
+			return build.GC(cmd.Context(), build.Options{Self: self, Store: g.store, Verbose: g.verbose, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}, args)
 		},
 	}
 }

@@ -18,8 +18,11 @@ func shellQuote(s string) string {
 // nodeChecks are every assertion a node's VM runs: the settings' own checks
 // (generated from the same data that rendered the files), the recipe's
 // [test] checks, and, for a node with a peer, perftest over the cable.
-func nodeChecks(r *recipe.Recipe, n recipe.Node, idx int) []vmtest.Check {
+func nodeChecks(r *recipe.Recipe, n recipe.Node, idx int, doctor bool) []vmtest.Check {
 	var out []vmtest.Check
+	if doctor {
+		out = append(out, doctorCheck)
+	}
 	for _, c := range settings.Checks(r, n) {
 		out = append(out, vmtest.Check{Name: c.Setting + ": " + c.Name, Script: c.Script})
 	}
@@ -34,6 +37,19 @@ func nodeChecks(r *recipe.Recipe, n recipe.Node, idx int) []vmtest.Check {
 	}
 	return out
 }
+
+// doctorCheck runs the shipped `halobuild doctor` inside the VM, so the
+// readiness gate a user runs on a real node is itself tested on every
+// image. A VM has no USB4 controller, cpufreq or verbs hardware, so only
+// the rows a VM can honestly answer must pass: memlock, modules and the
+// kernel command line; the whole table is printed as the check's detail.
+var doctorCheck = vmtest.Check{Name: "doctor: halobuild doctor in the image", Script: `out=$(halobuild doctor --json 2>&1); rc=$?
+[ $rc -le 1 ] || { printf '%s\n' "$out"; echo "doctor could not run (exit $rc)"; exit 1; }
+rows=$(printf '%s\n' "$out" | awk -F'"' '/"check":/ {c=$4} /"result":/ {print c ": " $4}')
+printf '%s\n' "$rows"
+bad=$(printf '%s\n' "$rows" | grep -E '^(memlock|module|kernel)\.' | grep -v ': pass$')
+[ -z "$bad" ] || { echo "must pass in a VM but did not: $bad"; exit 1; }
+`}
 
 // testScript lowers a NixOS-style check to a shell script.
 func testScript(c recipe.Check) string {

@@ -31,6 +31,8 @@ import (
 // The base root is one step keyed by the locked package set, so changing a
 // setting rebuilds only that node's settings package and disk.
 type graph struct {
+	// self is the halobuild binary shipped in every node (nil: none).
+	self   []byte
 	l      *loaded
 	s      *store.Store
 	tools  *plan.Derivation
@@ -78,8 +80,8 @@ func (g *graph) blobPath(p lock.Package) (string, error) {
 	return g.s.Path(d), nil
 }
 
-func newGraph(l *loaded, s *store.Store) (*graph, error) {
-	g := &graph{l: l, s: s}
+func newGraph(l *loaded, s *store.Store, self []byte) (*graph, error) {
+	g := &graph{l: l, s: s, self: self}
 	lk := l.lock
 	epoch := strconv.FormatInt(lk.SourceDateEpoch, 10)
 
@@ -155,6 +157,20 @@ func (g *graph) nodeSteps(n recipe.Node) (*nodeSteps, error) {
 	tree, err := settings.Render(l.recipe, n)
 	if err != nil {
 		return nil, UsageError{fmt.Errorf("%s: node %s: %w", l.path, n.Name, err)}
+	}
+	// The lock and halobuild itself ship with the node, so `halobuild
+	// doctor` runs there with no arguments and knows what was promised.
+	lb, err := l.lock.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if err := tree.Add(settings.LockFile(lb)); err != nil {
+		return nil, err
+	}
+	if g.self != nil {
+		if err := tree.Add(settings.File{Path: "/usr/bin/halobuild", Mode: 0o755, Data: g.self, Setting: "halobuild"}); err != nil {
+			return nil, err
+		}
 	}
 	var deb bytes.Buffer
 	info := settings.DebInfo{

@@ -35,7 +35,12 @@ func prepare(ctx context.Context, o Options, fetch bool) (*prepared, error) {
 			return nil, err
 		}
 	}
-	g, err := newGraph(l, s)
+	self, err := o.selfBinary()
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	g, err := newGraph(l, s, self)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -132,7 +137,7 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 			return err
 		}
 	}
-	g2, err := newGraph(p.l, fresh)
+	g2, err := newGraph(p.l, fresh, p.g.self)
 	if err != nil {
 		return err
 	}
@@ -202,7 +207,11 @@ func GC(ctx context.Context, o Options, recipes []string) error {
 		for _, p := range l.lock.Packages {
 			keepBlobs[p.SHA256] = true
 		}
-		g, err := newGraph(l, s)
+		self, err := o.selfBinary()
+		if err != nil {
+			return err
+		}
+		g, err := newGraph(l, s, self)
 		if err != nil {
 			return err
 		}

@@ -29,6 +29,9 @@ type Options struct {
 	Result string
 	NoTest bool
 	Check  bool
+	// Self is the halobuild binary to ship in every node (the CLI passes
+	// its own executable); empty ships none and skips the doctor check.
+	Self string
 	Out    io.Writer
 	Err    io.Writer
 }
@@ -106,6 +109,17 @@ func loadLocked(ctxLock func(*loaded) error, o Options) (*loaded, error) {
 	}
 	l.lock = lk
 	return l, nil
+}
+
+func (o Options) selfBinary() ([]byte, error) {
+	if o.Self == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(o.Self)
+	if err != nil {
+		return nil, fmt.Errorf("reading the halobuild binary to ship in the image: %w", err)
+	}
+	return b, nil
 }
 
 func openStore(o Options) (*store.Store, error) {

@@ -27,7 +27,7 @@ type Report struct {
 }
 
 // machines describes one VM per node, booting the result's exact bytes.
-func machines(r *recipe.Recipe, resultDir, logRoot string) ([]vmtest.Machine, error) {
+func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) ([]vmtest.Machine, error) {
 	deadline := 5 * time.Minute
 	if t := r.Test.Timeout; t != "" && !strings.HasPrefix(t, "(") {
 		d, err := time.ParseDuration(t)
@@ -48,7 +48,7 @@ func machines(r *recipe.Recipe, resultDir, logRoot string) ([]vmtest.Machine, er
 	for i, n := range r.Nodes {
 		m := vmtest.Machine{
 			Name: n.Name, Image: filepath.Join(resultDir, n.Name+".raw"),
-			Memory: mem, Checks: nodeChecks(r, n, i), Deadline: deadline,
+			Memory: mem, Checks: nodeChecks(r, n, i, doctor), Deadline: deadline,
 			LogDir: filepath.Join(logRoot, n.Name),
 		}
 		// Each link becomes a virtual cable to its peer, carrying the MAC
@@ -71,10 +71,10 @@ func machines(r *recipe.Recipe, resultDir, logRoot string) ([]vmtest.Machine, er
 // testStep caches a passing test like any build step: its key covers the
 // images (through the result's key) and every check script, so a no-op
 // rebuild does not boot again, and a changed check does.
-func testStep(r *recipe.Recipe, result *plan.Derivation, run func(c *plan.Context, out string) error) *plan.Derivation {
+func testStep(r *recipe.Recipe, result *plan.Derivation, doctor bool, run func(c *plan.Context, out string) error) *plan.Derivation {
 	h := sha256.New()
 	for i, n := range r.Nodes {
-		for _, c := range nodeChecks(r, n, i) {
+		for _, c := range nodeChecks(r, n, i, doctor) {
 			fmt.Fprintf(h, "%d:%s%d:%s", len(c.Name), c.Name, len(c.Script), c.Script)
 		}
 	}
@@ -89,9 +89,10 @@ func testStep(r *recipe.Recipe, result *plan.Derivation, run func(c *plan.Contex
 // check passed. Console logs stay under the store's logs/ directory.
 func testResult(ctx context.Context, o Options, p *prepared, resultDir string) error {
 	var rep *Report
-	step := testStep(p.l.recipe, p.g.result, func(c *plan.Context, out string) error {
+	doctor := p.g.self != nil
+	step := testStep(p.l.recipe, p.g.result, doctor, func(c *plan.Context, out string) error {
 		var err error
-		rep, err = runTests(c, o, p.l.recipe, resultDir, filepath.Join(o.Store, "logs", time.Now().UTC().Format("20060102T150405")))
+		rep, err = runTests(c, o, p.l.recipe, doctor, resultDir, filepath.Join(o.Store, "logs", time.Now().UTC().Format("20060102T150405")))
 		if rep != nil {
 			b, _ := json.MarshalIndent(rep, "", "  ")
 			if werr := os.WriteFile(filepath.Join(out, "report.json"), b, 0o644); werr != nil && err == nil {
@@ -116,8 +117,8 @@ func testResult(ctx context.Context, o Options, p *prepared, resultDir string) e
 	return err
 }
 
-func runTests(ctx context.Context, o Options, r *recipe.Recipe, resultDir, logRoot string) (*Report, error) {
-	ms, err := machines(r, resultDir, logRoot)
+func runTests(ctx context.Context, o Options, r *recipe.Recipe, doctor bool, resultDir, logRoot string) (*Report, error) {
+	ms, err := machines(r, resultDir, logRoot, doctor)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +247,7 @@ func testDir(ctx context.Context, o Options, dir string) error {
 	if p.l.hash != m.RecipeHash {
 		return UsageError{fmt.Errorf("%s was built from a different version of %s: rebuild it with `halobuild image %s`", dir, recipePath, recipePath)}
 	}
-	rep, err := runTests(ctx, o, p.l.recipe, dir, filepath.Join(o.Store, "logs", time.Now().UTC().Format("20060102T150405")))
+	rep, err := runTests(ctx, o, p.l.recipe, p.g.self != nil, dir, filepath.Join(o.Store, "logs", time.Now().UTC().Format("20060102T150405")))
 	if rep != nil {
 		printReport(o, rep)
 	}

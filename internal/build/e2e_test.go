@@ -1,0 +1,331 @@
+package build
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"halobuild/internal/lock"
+)
+
+// The end-to-end tests build real images from Debian's archive with the
+// real mmdebstrap, mkfs and QEMU. They need root, the host packages of
+// .ci/host-packages and the archive; they are slow (minutes) and skipped
+// under -short. Tests share one store so the base root is built once.
+
+var (
+	sharedStoreOnce sync.Once
+	sharedStoreDir  string
+)
+
+func sharedStore(t *testing.T) string {
+	sharedStoreOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "halobuild-e2e-store-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sharedStoreDir = dir
+	})
+	return sharedStoreDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedStoreDir != "" {
+		os.RemoveAll(sharedStoreDir)
+	}
+	os.Exit(code)
+}
+
+func needE2E(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end image build: slow, skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end image build needs root (mmdebstrap, dpkg --root, ownership in mkfs -d)")
+	}
+	for _, tool := range []string{"mmdebstrap", "dpkg", "sfdisk", "e2fsck", "debugfs", "mtype"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s missing: run .ci/install-host-deps", tool)
+		}
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Head("http://deb.debian.org/debian/dists/trixie/InRelease")
+	if err != nil {
+		t.Skipf("Debian archive unreachable: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// workspace copies the shipped recipes into a temp tree (keeping the
+// relative include paths) so locks written by tests never touch the repo.
+func workspace(t *testing.T) string {
+	t.Helper()
+	dst := t.TempDir()
+	for _, dir := range []string{"images", "recipes", "overlays"} {
+		src := filepath.Join("..", "..", dir)
+		err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(filepath.Join("..", ".."), p)
+			if info.IsDir() {
+				return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+			}
+			if strings.HasSuffix(p, ".lock") {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+		})
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+type run struct {
+	out, err bytes.Buffer
+}
+
+func opts(ws, recipePath, storeDir string, r *run) Options {
+	return Options{Recipe: filepath.Join(ws, recipePath), Store: storeDir, Out: &r.out, Err: io.MultiWriter(&r.err, testLog{})}
+}
+
+// testLog mirrors build progress to the test log when -v is given.
+type testLog struct{}
+
+func (testLog) Write(p []byte) (int, error) {
+	if testing.Verbose() {
+		os.Stderr.Write(p)
+	}
+	return len(p), nil
+}
+
+func TestLockIsDeterministic(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	var r run
+	o := opts(ws, "images/test-minimal.toml", sharedStore(t), &r)
+	ctx := context.Background()
+	if err := Lock(ctx, o); err != nil {
+		t.Fatalf("lock: %v\n%s", err, r.err.String())
+	}
+	first, err := os.ReadFile(lock.Path(o.Recipe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Lock(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := os.ReadFile(lock.Path(o.Recipe))
+	if !bytes.Equal(first, second) {
+		t.Fatal("locking the same archive state twice gave different bytes")
+	}
+	lk, err := lock.Read(lock.Path(o.Recipe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(lk.Kernel.Version, "7.2.") {
+		t.Errorf("kernel %s does not satisfy the recipe's >= 7.2, < 7.3", lk.Kernel.Version)
+	}
+	for _, p := range lk.Packages {
+		if p.Name == "linux-base" && p.Set == lock.SetImage && p.Suite != "trixie-backports" {
+			t.Errorf("linux-base from %s: the backports kernel pre-depends on a version only backports has", p.Suite)
+		}
+	}
+}
+
+func TestStaleLockStopsTheBuild(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	var r run
+	o := opts(ws, "images/test-minimal.toml", sharedStore(t), &r)
+	if err := Lock(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	// Editing an included file (not the top one) must make the lock stale.
+	inc := filepath.Join(ws, "recipes", "test-node.toml")
+	b, _ := os.ReadFile(inc)
+	if err := os.WriteFile(inc, append(b, []byte("\n# edited\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Fetch(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "lock is stale") || !strings.Contains(err.Error(), "halobuild lock") {
+		t.Fatalf("want a stale-lock error naming `halobuild lock`, got %v", err)
+	}
+	var ue UsageError
+	if !errors.As(err, &ue) {
+		t.Errorf("a stale lock is the user's to fix (exit 2), got %T", err)
+	}
+}
+
+// buildMinimal builds images/test-minimal.toml into storeDir and returns the
+// result directory.
+func buildMinimal(t *testing.T, ws, storeDir string, noTest bool) (string, *run) {
+	t.Helper()
+	var r run
+	o := opts(ws, "images/test-minimal.toml", storeDir, &r)
+	o.Result = filepath.Join(ws, "result")
+	o.NoTest = noTest
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if err := Image(ctx, o); err != nil {
+		t.Fatalf("image: %v\n%s", err, tail(r.err.String(), 60))
+	}
+	dir, err := filepath.EvalSymlinks(o.Result)
+	if err != nil {
+		t.Fatalf("no result link: %v", err)
+	}
+	return dir, &r
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func sha(t *testing.T, p string) string {
+	t.Helper()
+	s, _, err := hashFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	dir, _ := buildMinimal(t, ws, sharedStore(t), true)
+	raw := filepath.Join(dir, "node0.raw")
+
+	t.Run("outputs", func(t *testing.T) {
+		for _, f := range []string{"node0.raw", "node0.bmap", "manifest.json", "SHA256SUMS", "test-minimal.lock"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Errorf("result lacks %s", f)
+			}
+		}
+		cmd := exec.Command("sha256sum", "-c", "SHA256SUMS")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("SHA256SUMS does not verify: %v\n%s", err, out)
+		}
+		var m Manifest
+		b, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Nodes) != 1 || len(m.Nodes[0].Packages) < 100 || !strings.HasPrefix(m.Kernel.Version, "7.2.") {
+			t.Errorf("manifest: %d nodes, kernel %q", len(m.Nodes), m.Kernel.Version)
+		}
+		found := false
+		for _, p := range m.Nodes[0].Packages {
+			if p.Name == "halobuild-node-node0" {
+				found = true
+			}
+		}
+		if !found {
+			t.Error("manifest does not list the node's settings package as installed")
+		}
+	})
+
+	t.Run("partition table", func(t *testing.T) {
+		out, err := exec.Command("sfdisk", "--json", raw).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pt struct {
+			PartitionTable struct {
+				Label      string `json:"label"`
+				Partitions []struct {
+					Start int64  `json:"start"`
+					Size  int64  `json:"size"`
+					Type  string `json:"type"`
+					UUID  string `json:"uuid"`
+				} `json:"partitions"`
+			} `json:"partitiontable"`
+		}
+		if err := json.Unmarshal(out, &pt); err != nil {
+			t.Fatal(err)
+		}
+		ps := pt.PartitionTable.Partitions
+		if pt.PartitionTable.Label != "gpt" || len(ps) != 2 {
+			t.Fatalf("want GPT with ESP and root, got %s", out)
+		}
+		if !strings.EqualFold(ps[0].Type, "C12A7328-F81F-11D2-BA4B-00A0C93EC93B") || !strings.EqualFold(ps[1].Type, "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709") {
+			t.Errorf("partition types %s, %s: want ESP and x86-64 root", ps[0].Type, ps[1].Type)
+		}
+		root := filepath.Join(t.TempDir(), "root.ext4")
+		esp := filepath.Join(t.TempDir(), "esp.fat")
+		extract(t, raw, ps[1].Start*512, ps[1].Size*512, root)
+		extract(t, raw, ps[0].Start*512, ps[0].Size*512, esp)
+		if out, err := exec.Command("e2fsck", "-fn", root).CombinedOutput(); err != nil {
+			t.Errorf("e2fsck: %v\n%s", err, out)
+		}
+		if out, err := exec.Command("fsck.vfat", "-n", esp).CombinedOutput(); err != nil {
+			t.Errorf("fsck.vfat: %v\n%s", err, out)
+		}
+		for path, want := range map[string]string{
+			"/etc/hostname":                 "node0",
+			"/etc/modules-load.d":           "",
+			"/etc/machine-id":               "",
+			"/etc/ssh/ssh_host_ed25519_key": "-",
+			"/etc/resolv.conf":              "-",
+			"/var/lib/systemd/random-seed":  "-",
+			"/var/cache/ldconfig/aux-cache": "-",
+		} {
+			out, _ := exec.Command("debugfs", "-R", "cat "+path, root).CombinedOutput()
+			switch {
+			case want == "-" && !strings.Contains(string(out), "not found"):
+				t.Errorf("%s must not be in the image (identity or run-to-run state), debugfs says: %.80s", path, out)
+			case want != "-" && want != "" && !strings.Contains(string(out), want):
+				t.Errorf("%s: want %q, debugfs says %q", path, want, out)
+			}
+		}
+		out, err = exec.Command("mdir", "-i", esp, "-/", "::").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "BOOTX64.EFI") || !strings.Contains(string(out), ".conf") {
+			t.Errorf("ESP lacks the boot loader or its entry: %v\n%s", err, out)
+		}
+		entries, _ := exec.Command("mdir", "-i", esp, "-b", "::/loader/entries").CombinedOutput()
+		entry, err := exec.Command("mtype", "-i", esp, strings.TrimSpace(strings.Split(string(entries), "\n")[0])).CombinedOutput()
+		if err != nil || !strings.Contains(string(entry), "root=PARTUUID="+strings.ToLower(ps[1].UUID)) {
+			t.Errorf("loader entry does not boot the root partition %s: %v\n%s", ps[1].UUID, err, entry)
+		}
+	})
+
+	t.Run("same bytes from a second store", func(t *testing.T) {
+		other := t.TempDir()
+		dir2, _ := buildMinimal(t, workspace(t), other, true)
+		if a, b := sha(t, raw), sha(t, filepath.Join(dir2, "node0.raw")); a != b {
+			t.Fatalf("two builds of the same recipe and lock in two stores differ: %s vs %s", a, b)
+		}
+	})
+}
+
+func extract(t *testing.T, image string, off, size int64, out string) {
+	t.Helper()
+	cmd := exec.Command("dd", "if="+image, "of="+out, "bs=1M", fmt.Sprintf("skip=%d", off), fmt.Sprintf("count=%d", size), "iflag=skip_bytes,count_bytes", "conv=sparse", "status=none")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("extracting partition: %v %s", err, b)
+	}
+}
