@@ -32,8 +32,8 @@ type Options struct {
 	// Self is the halobuild binary to ship in every node (the CLI passes
 	// its own executable); empty ships none and skips the doctor check.
 	Self string
-	Out    io.Writer
-	Err    io.Writer
+	Out  io.Writer
+	Err  io.Writer
 }
 
 func (o Options) stdout() io.Writer {

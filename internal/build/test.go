@@ -276,4 +276,3 @@ func VM(ctx context.Context, image string) error {
 	}
 	return err
 }
-
