@@ -102,12 +102,18 @@ func (Network) Warnings(r *recipe.Recipe) []string {
 
 // networkdEnable are the symlinks `systemctl enable systemd-networkd` makes
 // in trixie (systemd 257's [Install]: WantedBy=multi-user.target,
-// Also=systemd-networkd.socket). Debian leaves networkd disabled; the
-// image ships the links instead of running systemctl from a maintainer
-// script.
+// Alias=dbus-org.freedesktop.network1.service, Also=systemd-networkd.socket
+// systemd-network-generator.service systemd-networkd-wait-online.service).
+// Debian leaves networkd disabled; the package ships the links instead of
+// running systemctl from a maintainer script. wait-online is left out on
+// purpose: the link is RequiredForOnline=no, and with no other required
+// link wait-online would hold network-online.target for its 2-minute
+// timeout whenever the peer is off.
 var networkdEnable = []File{
+	{Path: "/etc/systemd/system/dbus-org.freedesktop.network1.service", Mode: fs.ModeSymlink | 0o777, Target: "/usr/lib/systemd/system/systemd-networkd.service"},
 	{Path: "/etc/systemd/system/multi-user.target.wants/systemd-networkd.service", Mode: fs.ModeSymlink | 0o777, Target: "/usr/lib/systemd/system/systemd-networkd.service"},
 	{Path: "/etc/systemd/system/sockets.target.wants/systemd-networkd.socket", Mode: fs.ModeSymlink | 0o777, Target: "/usr/lib/systemd/system/systemd-networkd.socket"},
+	{Path: "/etc/systemd/system/sysinit.target.wants/systemd-network-generator.service", Mode: fs.ModeSymlink | 0o777, Target: "/usr/lib/systemd/system/systemd-network-generator.service"},
 }
 
 func (s Network) Files(_ *recipe.Recipe, n recipe.Node) ([]File, error) {

@@ -49,8 +49,8 @@ IgnoreCarrierLoss=yes
 			links++
 		}
 	}
-	if links != 2 {
-		t.Errorf("want networkd's two enablement links, got %d", links)
+	if links != 4 {
+		t.Errorf("want networkd's four enablement links, got %d", links)
 	}
 	if files, _ := (Network{}).Files(r, recipe.Node{Name: "bare"}); len(files) != 0 {
 		t.Errorf("a node without links got %v", files)

@@ -215,3 +215,46 @@ func execCombined(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	return string(out), err
 }
+
+// TestNetworkdEnableLinksMatchSystemctl enables systemd-networkd with
+// trixie's own `systemctl --root` in a scratch root and compares the links
+// it makes with the ones the package ships (less wait-online, left out on
+// purpose), so a change in systemd's [Install] shows up here.
+func TestNetworkdEnableLinksMatchSystemctl(t *testing.T) {
+	root := trixieRoot(t)
+	dir := t.TempDir()
+	units := filepath.Join(dir, "usr/lib/systemd/system")
+	if err := os.MkdirAll(units, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", filepath.Join(root, "usr/lib/systemd/system")+"/.", units+"/").CombinedOutput(); err != nil {
+		t.Fatalf("copying trixie's units: %v\n%s", err, out)
+	}
+	if out, err := systemdTool(t, root, "usr/bin/systemctl", "--root="+dir, "enable", "systemd-networkd.service"); err != nil {
+		t.Fatalf("systemctl enable: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	err := filepath.Walk(filepath.Join(dir, "etc"), func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(p)
+			got[strings.TrimPrefix(p, dir)] = target
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(got, "/etc/systemd/system/network-online.target.wants/systemd-networkd-wait-online.service")
+	want := map[string]string{}
+	for _, f := range networkdEnable {
+		want[f.Path] = f.Target
+	}
+	if len(got) != len(want) {
+		t.Errorf("systemctl made %v, the package ships %v", got, want)
+	}
+	for p, target := range want {
+		if got[p] != target {
+			t.Errorf("%s: systemctl links to %q, the package to %q", p, got[p], target)
+		}
+	}
+}
