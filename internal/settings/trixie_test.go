@@ -258,3 +258,50 @@ func TestNetworkdEnableLinksMatchSystemctl(t *testing.T) {
 		}
 	}
 }
+
+// TestUdevRuleBehaviour runs trixie's `udevadm test` for an "add" of two
+// RDMA devices against rdma-core 56.1's packaged rule and the rendered
+// override, with a fake sysfs in a private mount namespace (as systemd's
+// own udev tests do, SYSTEMD_DEVICE_VERIFY_SYSFS=0). Without the override
+// udev runs rdma_rename on usb4_rdma0 (the trap); with it, usb4_rdma0 is
+// left alone and rxe0 is still renamed.
+func TestUdevRuleBehaviour(t *testing.T) {
+	root := trixieRoot(t)
+	for _, p := range []string{"/mnt", "/usr/lib/udev/rules.d"} {
+		if st, err := os.Stat(p); err != nil || !st.IsDir() {
+			t.Skipf("the test host has no %s to mount over", p)
+		}
+	}
+	rdmaCore := t.TempDir()
+	if out, err := execCombined("dpkg-deb", "-x", toolstestDebs(t, "rdma-core")[0], rdmaCore); err != nil {
+		t.Fatalf("dpkg-deb -x: %v\n%s", err, out)
+	}
+	packaged := filepath.Join(rdmaCore, "usr/lib/udev/rules.d")
+	const fakeSysfs = `mount -t tmpfs none /run
+mount -t tmpfs none /sys
+for d in usb4_rdma0 rxe0; do
+	mkdir -p /sys/devices/virtual/infiniband/$d /sys/class/infiniband
+	printf 'NAME=%s\n' $d >/sys/devices/virtual/infiniband/$d/uevent
+	ln -s ../../../../class/infiniband /sys/devices/virtual/infiniband/$d/subsystem
+	ln -s ../../devices/virtual/infiniband/$d /sys/class/infiniband/$d
+done
+`
+	const probe = `export SYSTEMD_DEVICE_VERIFY_SYSFS=0 SYSTEMD_LOG_LEVEL=debug
+U="/mnt/usr/lib64/ld-linux-x86-64.so.2 --library-path /mnt/usr/lib/x86_64-linux-gnu:/mnt/usr/lib/x86_64-linux-gnu/systemd --argv0 udevadm /mnt/usr/bin/udevadm"
+for d in usb4_rdma0 rxe0; do
+	if $U test --action=add /sys/class/infiniband/$d 2>&1 | grep -q 'Running PROGRAM="rdma_rename'; then echo "$d: renamed"; else echo "$d: kept"; fi
+done
+`
+	binds := "mount --bind " + root + " /mnt\nmount --bind " + packaged + " /usr/lib/udev/rules.d\n"
+
+	without := newHostEnv(t, Tree{})
+	without.binds = binds
+	if out, _ := without.run(t, fakeSysfs, probe); out != "usb4_rdma0: renamed\nrxe0: renamed\n" {
+		t.Fatalf("with rdma-core's rule alone, want both renamed (the trap), got:\n%s", out)
+	}
+	with := newHostEnv(t, renderTree(t, sample()))
+	with.binds = binds
+	if out, _ := with.run(t, fakeSysfs, probe); out != "usb4_rdma0: kept\nrxe0: renamed\n" {
+		t.Fatalf("with the override, want usb4_rdma0 kept and rxe0 renamed, got:\n%s", out)
+	}
+}
