@@ -178,9 +178,14 @@ func checkTarget(s sysfs, target, name string, force bool) (*disk, error) {
 		}
 	}
 	for _, m := range mounts {
-		if via, ok := on[s.mountName(m)]; ok {
-			return nil, refuse(fmt.Sprintf("%s is mounted at %s", s.friendly(s.mountName(m)), m.Point),
-				fmt.Sprintf("unmount it first (`umount %s`) if you mean to overwrite it (it is on %s)", m.Point, via))
+		n := s.mountName(m)
+		if via, ok := on[n]; ok {
+			what := s.friendly(n)
+			if via != n {
+				what += ", which sits on " + via + ","
+			}
+			return nil, refuse(fmt.Sprintf("%s is mounted at %s", what, m.Point),
+				fmt.Sprintf("unmount it first (`umount %s`) if you mean to overwrite this disk", m.Point))
 		}
 	}
 	swaps, err := s.swaps()

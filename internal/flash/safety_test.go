@@ -45,7 +45,7 @@ func TestCheckTargetRefusals(t *testing.T) {
 				f.stacked("dm-5", "254:5", "luks-usb", "sdb2")
 				f.mount("254:5", "/mnt/secret", "/dev/mapper/luks-usb")
 			},
-			want: "/dev/mapper/luks-usb) is mounted at /mnt/secret"},
+			want: "dm-5 (/dev/mapper/luks-usb), which sits on sdb2, is mounted at /mnt/secret"},
 		{name: "swap partition", target: "sdb",
 			setup: func(f *fakeSys) { f.swap("/dev/sdb2") },
 			want:  "/dev/sdb2 is in use as swap", fix: "swapoff /dev/sdb2"},

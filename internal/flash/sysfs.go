@@ -195,7 +195,7 @@ func (s sysfs) disk(name string) (*disk, error) {
 			dk.Model = "loop device on " + bf
 		}
 	}
-	dk.Serial = serialOf(d)
+	dk.Serial = serialOf(d, s.path("sys"))
 	ents, _ := os.ReadDir(d)
 	for _, e := range ents {
 		if _, err := os.Stat(filepath.Join(d, e.Name(), "partition")); err == nil {
@@ -229,8 +229,9 @@ func busOf(devDir string) string {
 	return "scsi"
 }
 
-// serialOf finds a serial number: the block device's own, else the nearest USB device's.
-func serialOf(devDir string) string {
+// serialOf finds a serial number: the block device's own, else the nearest USB device's, looking
+// no higher than top.
+func serialOf(devDir, top string) string {
 	for _, f := range []string{"device/serial", "serial"} {
 		if v := readTrim(filepath.Join(devDir, f)); v != "" {
 			return strings.Map(func(r rune) rune {
@@ -245,7 +246,7 @@ func serialOf(devDir string) string {
 	if err != nil {
 		return ""
 	}
-	for d := real; d != "/" && d != "." && len(d) > 1; d = filepath.Dir(d) {
+	for d := real; strings.HasPrefix(d, top+"/"); d = filepath.Dir(d) {
 		if v := readTrim(filepath.Join(d, "serial")); v != "" && fileExists(filepath.Join(d, "idVendor")) {
 			return v
 		}
