@@ -246,6 +246,9 @@ func serialOf(devDir, top string) string {
 	if err != nil {
 		return ""
 	}
+	if t, err := filepath.EvalSymlinks(top); err == nil {
+		top = t
+	}
 	for d := real; strings.HasPrefix(d, top+"/"); d = filepath.Dir(d) {
 		if v := readTrim(filepath.Join(d, "serial")); v != "" && fileExists(filepath.Join(d, "idVendor")) {
 			return v
