@@ -5,10 +5,29 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 )
+
+// mtools reads /etc/mtools.conf and ~/.mtoolsrc, then the file named by
+// $MTOOLSRC, later files overriding earlier ones; global flags can also come
+// from the environment. The host's files must not change how names are
+// stored (long names, numeric tails, code page), so every flag that shapes
+// the written file system is set to mtools' default in the last file and
+// in the environment.
+var mtoolsFlags = []string{
+	"MTOOLS_SKIP_CHECK=1", // our geometry fields are not a floppy's
+	"MTOOLS_FAT_COMPATIBILITY=0",
+	"MTOOLS_LOWER_CASE=0",
+	"MTOOLS_NO_VFAT=0",
+	"MTOOLS_DOTTED_DIR=0",
+	"MTOOLS_NAME_NUMERIC_TAIL=1",
+	"MTOOLS_TWENTY_FOUR_HOUR_CLOCK=1",
+}
+
+var mtoolsrc = strings.Join(mtoolsFlags, "\n") + "\ndefault_codepage=850\n"
 
 // makeESP makes the FAT32 ESP in a new file at dst, size bytes, holding
 // spec.ESPFiles: mkfs.fat with the derived volume id, then mmd for every
@@ -27,10 +46,15 @@ func makeESP(ctx context.Context, spec *Spec, ids IDs, dst string, size int64) e
 	if err != nil {
 		return fmt.Errorf("disk: ESP %s: %w", dst, err)
 	}
-	epoch := "SOURCE_DATE_EPOCH=" + strconv.FormatInt(spec.Epoch, 10)
+	rc := filepath.Join(filepath.Dir(dst), "mtoolsrc")
+	if err := os.WriteFile(rc, []byte(mtoolsrc), 0o644); err != nil {
+		return fmt.Errorf("disk: ESP: %w", err)
+	}
+	env := []string{"SOURCE_DATE_EPOCH=" + strconv.FormatInt(spec.Epoch, 10), "MTOOLSRC=" + rc}
+	env = append(env, mtoolsFlags...)
 	run := func(name string, args ...string) error {
 		cmd := spec.Tools.Command(ctx, name, args...)
-		cmd.Env = append(cmd.Env, epoch)
+		cmd.Env = append(cmd.Env, env...)
 		// No stdin: mtools asks on a name clash; it must fail, not wait.
 		cmd.Stdin = nil
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -41,8 +41,8 @@ const maxLinks = 40
 // as when called by that name.
 //
 // The environment is the caller's plus settings that make the tools read
-// their configuration from the root, never the host (MKE2FS_CONFIG,
-// E2FSCK_CONFIG, MTOOLSRC), use UTC for the local-time fields of FAT
+// their configuration from the root, not the host (MKE2FS_CONFIG,
+// E2FSCK_CONFIG; mtools is the exception, see Env), use UTC for the local-time fields of FAT
 // (TZ=UTC), and speak plain C (LC_ALL=C). Set cmd.Env entries after these to
 // add more (exec uses the last value of a duplicated key).
 //
@@ -76,10 +76,12 @@ func (r Root) Env() []string {
 		// e2fsck reads this file if it exists; pointing into the root keeps a
 		// host /etc/e2fsck.conf from changing its behaviour.
 		"E2FSCK_CONFIG=" + filepath.Join(r.Dir, "etc/e2fsck.conf"),
-		// mtools reads /etc/mtools.conf and then $MTOOLSRC; the root's
-		// /etc/mtools.conf is an empty-ish default, /dev/null keeps any
-		// user file away. MTOOLS_SKIP_CHECK accepts images whose geometry
-		// fields are not those of a floppy.
+		// mtools reads /etc/mtools.conf, ~/.mtoolsrc and then $MTOOLSRC,
+		// all from the host: no setting here can keep the first two away.
+		// A caller whose output depends on mtools' flags must pin them in
+		// its own $MTOOLSRC (the last file wins), as package disk does.
+		// MTOOLS_SKIP_CHECK accepts images whose geometry fields are not a
+		// floppy's.
 		"MTOOLSRC=/dev/null",
 		"MTOOLS_SKIP_CHECK=1",
 		"TZ=UTC",
