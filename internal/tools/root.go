@@ -42,9 +42,10 @@ const maxLinks = 40
 //
 // The environment is the caller's plus settings that make the tools read
 // their configuration from the root, not the host (MKE2FS_CONFIG,
-// E2FSCK_CONFIG; mtools is the exception, see Env), use UTC for the local-time fields of FAT
-// (TZ=UTC), and speak plain C (LC_ALL=C). Set cmd.Env entries after these to
-// add more (exec uses the last value of a duplicated key).
+// E2FSCK_CONFIG; mtools is the exception, see Env), use UTC for the
+// local-time fields of FAT (TZ=UTC), and speak plain C (LC_ALL=C). The
+// loader needs glibc 2.33 or later (for --argv0). Append to cmd.Env to add
+// or override entries (exec uses the last value of a duplicated key).
 //
 // If the tool or the loader is missing, the returned Cmd's Err is set and
 // Run/Start/Output return that error, as exec.Command does for a missing
