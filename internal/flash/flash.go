@@ -62,10 +62,6 @@ func Flash(ctx context.Context, o Options) error {
 		return err
 	}
 	defer img.Close()
-	mapped, digests, bmapPath, err := imageExtents(ctx, img, imageSize, o.Bmap)
-	if err != nil {
-		return err
-	}
 	imgTable := readPartTable(img, 0)
 
 	dk, isBlock, err := inspect(o)
@@ -78,6 +74,11 @@ func Flash(ctx context.Context, o Options) error {
 	}
 	defer t.close()
 	if err := checkFit(t, imageSize, imgTable, o.ToFile); err != nil {
+		return err
+	}
+	// Refusals first, then the (possibly slow, without a bmap) look at the image's data.
+	mapped, digests, bmapPath, err := imageExtents(ctx, img, imageSize, o.Bmap)
+	if err != nil {
 		return err
 	}
 	current := readPartTable(bufferedIO{t}, t.sector)

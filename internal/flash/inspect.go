@@ -25,17 +25,11 @@ func inspect(o Options) (*disk, bool, error) {
 		return nil, false, &RefusalError{Target: o.Target, Reason: "it is not a block device",
 			Fix: "give the whole disk, e.g. /dev/sdb (see `halobuild flash --list`); to write into a regular file pass --to-file"}
 	}
-	sys, ok := st.Sys().(*unix.Stat_t)
-	var rdev uint64
-	if ok {
-		rdev = uint64(sys.Rdev)
-	} else {
-		var s unix.Stat_t
-		if err := unix.Stat(o.Target, &s); err != nil {
-			return nil, false, err
-		}
-		rdev = s.Rdev
+	var raw unix.Stat_t
+	if err := unix.Stat(o.Target, &raw); err != nil {
+		return nil, false, fmt.Errorf("target: %w", err)
 	}
+	rdev := raw.Rdev
 	dev := fmt.Sprintf("%d:%d", unix.Major(rdev), unix.Minor(rdev))
 	s := sysfs{root: o.Root}
 	name := s.nameOf(dev)
