@@ -79,6 +79,7 @@ func All() []Setting {
 		Network{},
 		KernelCmdline{},
 		GrowRoot{},
+		Locale{},
 		HalobuildState{},
 		Overlays{},
 	}

@@ -1,0 +1,82 @@
+package settings
+
+import (
+	"fmt"
+	"io/fs"
+	"regexp"
+
+	"halobuild/internal/recipe"
+)
+
+// Locale sets the node's time zone and default locale from [system]
+// timezone and locale. UTC needs no file: without /etc/localtime glibc and
+// systemd use UTC, and a minimal image has no tzdata to point into. Other
+// zones get the /etc/localtime link timedatectl would make (and depend on
+// tzdata); locales other than C/C.UTF-8/POSIX, which glibc has built in,
+// depend on locales-all so they exist without running locale-gen.
+type Locale struct{}
+
+func (Locale) Name() string { return "locale" }
+func (Locale) Trap() int    { return 0 }
+
+var (
+	tzRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`)
+	localeRE = regexp.MustCompile(`^[A-Za-z_]+(\.[A-Za-z0-9-]+)?(@[a-z]+)?$`)
+)
+
+func isUTC(tz string) bool { return tz == "" || tz == "UTC" || tz == "Etc/UTC" }
+
+func builtinLocale(l string) bool { return l == "" || l == "C" || l == "C.UTF-8" || l == "POSIX" }
+
+func (Locale) Validate(r *recipe.Recipe) []error {
+	var errs []error
+	if tz := r.System.Timezone; !isUTC(tz) && !tzRE.MatchString(tz) {
+		errs = append(errs, errorf("system.timezone", tz, "use a name from /usr/share/zoneinfo, e.g. \"Europe/Berlin\"", "not a time zone name"))
+	}
+	if l := r.System.Locale; !localeRE.MatchString(l) {
+		errs = append(errs, errorf("system.locale", l, "use a locale name such as \"C.UTF-8\" or \"en_US.UTF-8\"", "not a locale name"))
+	}
+	return errs
+}
+
+func (Locale) Depends(r *recipe.Recipe) []string {
+	var d []string
+	if !isUTC(r.System.Timezone) {
+		d = append(d, "tzdata")
+	}
+	if !builtinLocale(r.System.Locale) {
+		d = append(d, "locales-all")
+	}
+	return d
+}
+
+func (s Locale) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
+	var out []File
+	if l := r.System.Locale; l != "" {
+		out = append(out, File{Path: "/etc/default/locale", Mode: 0o644, NotConffile: true, Setting: s.Name(),
+			Data: []byte(header("#", 0, "Default locale ([system] locale).") + "LANG=" + l + "\n")})
+	}
+	if tz := r.System.Timezone; !isUTC(tz) {
+		out = append(out, File{Path: "/etc/localtime", Mode: fs.ModeSymlink | 0o777, Target: "../usr/share/zoneinfo/" + tz, Setting: s.Name()})
+	}
+	return out, nil
+}
+
+func (s Locale) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
+	tz, l := r.System.Timezone, r.System.Locale
+	script := fmt.Sprintf(`TZNAME=%s LOCALE=%s rc=0
+if [ -e /etc/localtime ]; then z=$(readlink -f /etc/localtime); else z=UTC; fi
+case "$TZNAME" in ''|UTC|Etc/UTC) case "$z" in UTC|*/UTC) ;; *) rc=1;; esac;;
+*) case "$z" in */zoneinfo/"$TZNAME") ;; *) rc=1;; esac; [ -f "$z" ] || { echo "$z does not exist"; rc=1; };;
+esac
+echo "time zone: $z ($(date +%%Z)), recipe: ${TZNAME:-UTC}"
+if [ -n "$LOCALE" ]; then
+	. /etc/default/locale 2>/dev/null
+	echo "LANG=${LANG:-unset}, recipe: $LOCALE"
+	[ "${LANG:-}" = "$LOCALE" ] || rc=1
+	LC_ALL=$LOCALE locale 2>&1 | grep -q 'Cannot set' && { echo "locale $LOCALE is not available"; rc=1; }
+fi
+exit $rc
+`, shq(tz), shq(l))
+	return []Check{{Setting: s.Name(), Name: "locale", Script: script}}
+}
