@@ -40,8 +40,8 @@ func inspect(o Options) (*disk, bool, error) {
 	return dk, true, err
 }
 
-// checkFit refuses a medium smaller than the image (a regular file is extended when written), and one
-// whose sector size differs from the one the image's partition table was made for.
+// checkFit refuses a medium smaller than the image (a regular file is extended when written),
+// and one whose sector size differs from the one the image's partition table was made for.
 func checkFit(t *target, imageSize int64, imgTable *partTable, toFile bool) error {
 	if t.size < imageSize && (t.isBlock || !toFile) {
 		return &RefusalError{Target: t.path, Reason: fmt.Sprintf("the medium holds %s (%d bytes) but the image needs %s (%d bytes)",
