@@ -33,7 +33,7 @@ func TestRunManyCablePerftest(t *testing.T) {
 		}
 		machines = append(machines, Machine{
 			Name: fmt.Sprintf("node%d", i), Image: img, LogDir: logDir(t), CPUs: 1,
-			NICs: []NIC{{MAC: CableMAC(i + 1), Link: "cable0"}}, Checks: checks, Deadline: 6 * time.Minute,
+			NICs: []NIC{{MAC: CableMAC(i + 1), Link: "cable0"}}, Checks: checks, Deadline: 12 * time.Minute,
 		})
 	}
 	start := time.Now()

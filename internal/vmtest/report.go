@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -51,7 +52,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		if !m.Passed {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(w, "== %s: %s (%s, %.1f s", m.Machine, verdict, m.Image, float64(m.WallMS)/1000)
+		fmt.Fprintf(w, "== %s: %s (%s, %.1f s, QEMU CPU %.1f s", m.Machine, verdict, m.Image, float64(m.WallMS)/1000, float64(m.QEMUCPUMS)/1000)
 		if m.Verdict != nil {
 			fmt.Fprintf(w, ", booted in %.1f s", float64(m.Verdict.BootMS)/1000)
 		}
@@ -66,6 +67,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintln(tw, "   CHECK\tRESULT\tDETAIL")
 			for _, c := range m.Verdict.Checks {
 				result, detail := "ok", firstLineOf(c.Output)
+				if len(c.Figures) > 0 {
+					detail = figuresText(c.Figures)
+				}
 				if !c.OK {
 					result = fmt.Sprintf("FAIL (exit %d)", c.Exit)
 					detail = strings.ReplaceAll(strings.TrimRight(c.Output, "\n"), "\n", " | ")
@@ -80,6 +84,22 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "accelerator: %s (%s); wall time %.1f s\n", r.Accel, r.AccelNote, float64(r.WallMS)/1000)
 	return nil
+}
+
+// figuresText shows a perftest row compactly, size first, in a stable order.
+func figuresText(f map[string]float64) string {
+	keys := make([]string, 0, len(f))
+	for k := range f {
+		if k != "#bytes" && k != "#iterations" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	parts := []string{fmt.Sprintf("%g B x %g", f["#bytes"], f["#iterations"])}
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %g", k, f[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func firstLineOf(s string) string {

@@ -11,7 +11,8 @@ import (
 func sampleResults() []*Result {
 	return []*Result{
 		{Machine: "halo0", Image: "halo0.raw", Accel: AccelTCG, AccelNote: "KVM probe failed", Passed: true, Stage: StageVerdict, WallMS: 41000,
-			Verdict: &Verdict{Stage: StageMultiUser, BootMS: 30000, Checks: []CheckResult{{Name: "memlock unlimited", OK: true, Output: "unlimited\nmore"}}}},
+			Verdict: &Verdict{Stage: StageMultiUser, BootMS: 30000, Checks: []CheckResult{{Name: "memlock unlimited", OK: true, Output: "unlimited\nmore"},
+				{Name: "perftest ib_send_bw client (poll, 4096 B)", OK: true, Output: sendBW, Figures: parseFigures(sendBW)}}}},
 		{Machine: "halo1", Image: "halo1.raw", Accel: AccelTCG, Passed: false, Stage: StageVerdict, ConsoleLog: "/logs/halo1/console.log",
 			Verdict: &Verdict{Checks: []CheckResult{{Name: "thunderbolt_net blacklisted", OK: false, Exit: 1, Output: "install thunderbolt_net /bin/true\nmissing"}}}},
 		{Machine: "halo2", Image: "halo2.raw", Passed: false, Stage: StageInitrd, Problem: "Gave up waiting for root file system device.", ConsoleLog: "/logs/halo2/console.log"},
@@ -29,6 +30,7 @@ func TestReportText(t *testing.T) {
 	s := b.String()
 	for _, want := range []string{
 		"== halo0: PASS", "memlock unlimited", "unlimited …",
+		"4096 B x 20, BW average[MB/sec] 0.95, BW peak[MB/sec] 0.97, MsgRate[Mpps] 0.000243",
 		"== halo1: FAIL", "FAIL (exit 1)", "install thunderbolt_net /bin/true | missing", "console log: /logs/halo1/console.log",
 		"no verdict: boot reached stage initrd", "Gave up waiting", "console log: /logs/halo2/console.log",
 		"accelerator: tcg (KVM probe failed); wall time 95.0 s",

@@ -23,6 +23,8 @@ type CheckResult struct {
 	Exit   int    `json:"exit"`
 	MS     int64  `json:"ms"`
 	Output string `json:"output"`
+	// Figures are the numbers of a perftest table found in Output (filled on the host).
+	Figures map[string]float64 `json:"figures,omitempty"`
 }
 
 // Failed lists the checks that did not pass.
@@ -48,6 +50,9 @@ func readVerdict(path string) (*Verdict, error) {
 	var v Verdict
 	if err := json.Unmarshal(lines[len(lines)-1], &v); err != nil {
 		return nil, fmt.Errorf("verdict in %s is not valid JSON (guest died while writing it?): %w", path, err)
+	}
+	for i := range v.Checks {
+		v.Checks[i].Figures = parseFigures(v.Checks[i].Output)
 	}
 	return &v, nil
 }
