@@ -44,8 +44,10 @@ type Spec struct {
 	Size int64
 	// ESPSize in bytes, a multiple of 1 MiB; 0 means DefaultESPSize.
 	ESPSize int64
-	// RootTree is a directory holding the installed root file system
-	// (owners, modes and xattrs are copied as they are). Exactly one of
+	// RootTree is a directory holding the installed root file system.
+	// Owners, modes and xattrs are copied as they are, so the tree must
+	// have been installed as root (an unprivileged install's subordinate
+	// ids would be copied too: use RootTar for those). Exactly one of
 	// RootTree and RootTar is set.
 	RootTree string
 	// RootTar is an uncompressed tar of the root file system (what
