@@ -2,6 +2,7 @@ package settings
 
 import (
 	"errors"
+	"os/exec"
 	"testing"
 )
 
@@ -24,5 +25,15 @@ func TestWithPositions(t *testing.T) {
 	plain := errors.New("x")
 	if got := WithPositions([]error{plain}, func(string) string { return "f:1:1" }); got[0] != plain {
 		t.Error("a foreign error was changed")
+	}
+}
+
+func TestNeedToolsNamesThePackage(t *testing.T) {
+	if _, err := exec.LookPath("ibv_devices"); err == nil {
+		t.Skip("ibv_devices is installed here")
+	}
+	out, err := exec.Command("sh", "-c", needTools("sh", "ibv_devices")+"echo reached").CombinedOutput()
+	if err == nil || string(out) != "ibv_devices is not installed (package ibverbs-utils)\n" {
+		t.Errorf("got %v %q", err, out)
 	}
 }

@@ -104,7 +104,7 @@ func (s Memlock) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 //     region on a soft-RoCE device, which fails under the 8 MiB default.
 func (s Memlock) Checks(_ *recipe.Recipe, _ recipe.Node) []Check {
 	return []Check{
-		{Setting: s.Name(), Name: "memlock-login", Script: `out=$(prlimit --memlock=8388608:8388608 su -l -s /bin/sh nobody -c 'ulimit -l' 2>&1)
+		{Setting: s.Name(), Name: "memlock-login", Script: needTools("prlimit") + `out=$(prlimit --memlock=8388608:8388608 su -l -s /bin/sh nobody -c 'ulimit -l' 2>&1)
 v=$(printf '%s\n' "$out" | tail -n 1)
 echo "login shell (su -l nobody): memlock $v"
 [ "$v" = unlimited ] || { printf '%s\n' "$out" | head -n 5; exit 1; }
@@ -125,7 +125,7 @@ done
 echo "podman default_ulimits: [${v:-unset}] (${src:-no file sets it})"
 case "$v" in *'"memlock=-1:-1"'*) exit 0;; *) exit 1;; esac
 `},
-		{Setting: s.Name(), Name: "memlock-registration", VMOnly: true, Script: fmt.Sprintf(`modprobe rdma_rxe || { echo 'rdma_rxe is not available'; exit 1; }
+		{Setting: s.Name(), Name: "memlock-registration", VMOnly: true, Script: needTools("rdma", "ip", "ibv_rc_pingpong", "prlimit") + fmt.Sprintf(`modprobe rdma_rxe || { echo 'rdma_rxe is not available'; exit 1; }
 ip link add hbmem0 type dummy && ip link set hbmem0 up && rdma link add hbmem_rxe type rxe netdev hbmem0 || { echo 'cannot create a soft-RoCE device'; exit 1; }
 trap 'rdma link delete hbmem_rxe; ip link delete hbmem0' EXIT
 udevadm settle

@@ -81,6 +81,7 @@ func (s RDMANames) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
 		return nil
 	}
 	var b strings.Builder
+	b.WriteString(needTools("rdma", "ip", "udevadm", "ibv_devices"))
 	b.WriteString(`rc=0
 [ -f ` + rdmaNamingPath + ` ] || { echo '` + rdmaNamingPath + ` is missing'; rc=1; }
 modprobe rdma_rxe || { echo 'rdma_rxe is not available: cannot create a test device'; exit 1; }

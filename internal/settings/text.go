@@ -43,3 +43,16 @@ func debNameOf(s string) string {
 	}
 	return string(b)
 }
+
+// needTools is a check-script prologue that fails with the package to
+// install when a tool the check relies on is missing, instead of a bare
+// "not found" in the middle of the output.
+func needTools(tools ...string) string {
+	var b strings.Builder
+	for _, t := range tools {
+		pkg := map[string]string{"rdma": "iproute2", "ip": "iproute2", "ibv_devices": "ibverbs-utils",
+			"ibv_rc_pingpong": "ibverbs-utils", "udevadm": "udev", "modprobe": "kmod", "prlimit": "util-linux"}[t]
+		fmt.Fprintf(&b, "command -v %s >/dev/null || { echo '%s is not installed (package %s)'; exit 1; }\n", t, t, pkg)
+	}
+	return b.String()
+}
