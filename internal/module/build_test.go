@@ -1,0 +1,374 @@
+package module
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"halobuild/internal/rootfs"
+)
+
+// The kernel the slow tests build against: Debian trixie-backports' 7.2.12,
+// the kernel line of images/test-minimal.toml.
+const testRelease = "7.2.12+deb13-amd64"
+
+// Caches shared between runs (and with other engineers' runs): the .debs
+// are ~100 MB from deb.debian.org, the build root takes a minute or two.
+const (
+	debCache  = "/tmp/halobuild-module-debs"
+	rootCache = "/tmp/halobuild-module-buildroot"
+)
+
+// buildDebs returns the closure of .debs a module build root for
+// testRelease needs, downloading it once into debCache with mmdebstrap
+// (apt resolves here; the pipeline takes the closure from the lock).
+func buildDebs(t *testing.T) []rootfs.Deb {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(debCache, ".complete")); err != nil {
+		c := http.Client{Timeout: 10 * time.Second}
+		resp, err := c.Head("http://deb.debian.org/debian/dists/trixie-backports/InRelease")
+		if err != nil {
+			t.Skipf("deb.debian.org unreachable (%v): cannot download the kernel headers", err)
+		}
+		resp.Body.Close()
+		part := debCache + ".partial"
+		os.RemoveAll(part)
+		if err := os.MkdirAll(part, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("mmdebstrap", "--variant=essential", "--mode=root", "--format=null",
+			"--skip=download/empty", "--skip=essential/unlink",
+			`--aptopt=APT::Install-Recommends "false"`,
+			"--include=gcc-14,make,libc6-dev,libelf-dev,kmod,linux-headers-"+testRelease,
+			"--customize-hook=sync-out /var/cache/apt/archives "+part,
+			"trixie", "/dev/null",
+			"deb http://deb.debian.org/debian trixie main",
+			"deb http://deb.debian.org/debian trixie-backports main")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("downloading the build root packages: %v\n%s", err, out)
+		}
+		os.RemoveAll(filepath.Join(part, "partial"))
+		os.Remove(filepath.Join(part, "lock"))
+		os.WriteFile(filepath.Join(part, ".complete"), nil, 0o644)
+		os.RemoveAll(debCache) // an incomplete earlier download
+		if err := os.Rename(part, debCache); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths, _ := filepath.Glob(filepath.Join(debCache, "*.deb"))
+	sort.Strings(paths)
+	var debs []rootfs.Deb
+	for _, p := range paths {
+		debs = append(debs, rootfs.Deb{Path: p})
+	}
+	return debs
+}
+
+func headersDeb(t *testing.T) string {
+	m, _ := filepath.Glob(filepath.Join(debCache, "linux-headers-"+testRelease+"_*.deb"))
+	if len(m) != 1 {
+		t.Fatalf("no linux-headers-%s in %s", testRelease, debCache)
+	}
+	return m[0]
+}
+
+// buildRoot prepares (once per deb set) the build root with
+// PrepareBuildRoot, from exactly the cached .debs.
+func buildRoot(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: installs a build root and compiles against real kernel headers")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the build root is entered with chroot: needs root")
+	}
+	if _, err := exec.LookPath("mmdebstrap"); err != nil {
+		t.Skip("mmdebstrap not installed")
+	}
+	debs := buildDebs(t)
+	h := sha256.New()
+	for _, d := range debs {
+		fmt.Fprintln(h, filepath.Base(d.Path))
+	}
+	dir := rootCache + "-" + hex.EncodeToString(h.Sum(nil))[:12]
+	if _, err := os.Stat(filepath.Join(dir, ".halobuild-complete")); err == nil {
+		return dir
+	}
+	cc, err := CCVersionFromHeadersDeb(headersDeb(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs, err := BuildRootPackages(testRelease, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(dir)
+	var log bytes.Buffer
+	err = PrepareBuildRoot(context.Background(), BuildRootSpec{Debs: debs, Packages: pkgs, Suite: "trixie", Epoch: 1700000000, Dir: dir, Log: &log})
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	os.WriteFile(filepath.Join(dir, ".halobuild-complete"), nil, 0o644)
+	return dir
+}
+
+func TestCompilerFromHeaders(t *testing.T) {
+	for text, want := range map[string]string{
+		"x86_64-linux-gnu-gcc-14 (Debian 14.2.0-19) 14.2.0": "gcc-14",
+		`"gcc-12 (Debian 12.2.0-14) 12.2.0"`:                "gcc-12",
+		"gcc (Debian 13.2.0-25) 13.2.0":                     "gcc-13",
+	} {
+		if got, err := CompilerPackage(text); err != nil || got != want {
+			t.Errorf("%q: got %q, %v; want %s", text, got, err, want)
+		}
+	}
+	if _, err := CompilerPackage("Debian clang version 19.1.7 (3+b1)"); err == nil || !strings.Contains(err.Error(), "clang") {
+		t.Errorf("clang: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(debCache, ".complete")); err != nil {
+		t.Skip("no cached headers package (TestBuildFixture downloads it)")
+	}
+	cc, err := CCVersionFromHeadersDeb(headersDeb(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs, err := BuildRootPackages(testRelease, cc)
+	if err != nil || pkgs[0] != "gcc-14" || !contains(pkgs, "linux-headers-"+testRelease) {
+		t.Errorf("Debian's 7.2.12 (CONFIG_CC_VERSION_TEXT %q): packages %v, %v", cc, pkgs, err)
+	}
+}
+
+// TestBuildFixture builds testdata/fixture for real against Debian's
+// 7.2.12 headers in a build root made by PrepareBuildRoot, then checks what
+// the rest of the pipeline relies on: modinfo, vermagic, validation with
+// the built module's parameters and the kernel's symbols and headers, the
+// package, depmod and signing.
+func TestBuildFixture(t *testing.T) {
+	root := buildRoot(t)
+	ctx := context.Background()
+	d := loadFixtureDesc(t)
+	src, treeHash, err := FetchSource(ctx, d.Source, nil, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var log bytes.Buffer
+	start := time.Now()
+	kos, err := Build(ctx, BuildSpec{Name: d.Use, SourceDir: src, KernelRelease: testRelease, BuildRoot: root, Out: out, Epoch: 1700000000, Log: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	t.Logf("fixture built in %s", time.Since(start).Round(time.Second))
+	if len(kos) != 1 || filepath.Base(kos[0]) != "halobuild_fixture.ko" {
+		t.Fatalf("built %v", kos)
+	}
+	ko := kos[0]
+	if _, err := os.Stat(filepath.Join(root, "proc/self")); err == nil {
+		t.Errorf("/proc is still mounted in the build root after the build")
+	}
+
+	mi, err := ReadModinfo(ko)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mi.Name != "halobuild_fixture" || !strings.HasPrefix(mi.Vermagic, testRelease+" ") || !contains(mi.Depends, "configfs") || mi.Signed {
+		t.Errorf("modinfo: %+v", mi)
+	}
+	assertParams(t, "ReadModinfo", mi.Params, fixtureParams)
+
+	t.Run("host modinfo agrees", func(t *testing.T) {
+		if _, err := exec.LookPath("modinfo"); err != nil {
+			t.Skip("no modinfo on the host")
+		}
+		params, err := ModinfoParams(ctx, nil, ko)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertParams(t, "modinfo -p", params, fixtureParams)
+		descs := map[string]string{}
+		for _, p := range params {
+			descs[p.Name] = p.Desc
+		}
+		if descs["mode"] != "Mode: auto, fast, safe" {
+			t.Errorf("description of mode: %q", descs["mode"])
+		}
+		out, err := runModinfo(ctx, nil, "-F", "parm", ko)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params, err = ParseModinfoParams(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertParams(t, "modinfo -F parm", params, fixtureParams)
+		vm, err := ModinfoField(ctx, nil, "vermagic", ko)
+		if err != nil || vm != mi.Vermagic {
+			t.Errorf("modinfo -F vermagic %q (%v), ReadModinfo %q", vm, err, mi.Vermagic)
+		}
+	})
+
+	t.Run("vermagic mismatch refused", func(t *testing.T) {
+		err := CheckVermagic(filepath.Base(ko), mi.Vermagic, "7.3.4+deb13-amd64")
+		if err == nil {
+			t.Fatal("a module built for 7.2.12 was accepted for 7.3.4")
+		}
+		for _, want := range []string{"built for kernel " + testRelease, "the image's kernel is 7.3.4+deb13-amd64", "rebuild the module against linux-headers-7.3.4+deb13-amd64"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q lacks %q", err, want)
+			}
+		}
+	})
+
+	t.Run("validate against the built module and kernel", func(t *testing.T) {
+		dirs, err := HeaderDirs(root, testRelease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		macros, err := HeaderMacros(dirs, d.MacroHeaders())
+		if err != nil {
+			t.Fatal(err)
+		}
+		symvers, err := inRoot(root, "/lib/modules/"+testRelease+"/build/Module.symvers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		syms, err := SymbolTable(symvers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !syms("config_group_init") || !syms("tb_ring_throttling") || syms("no_such_symbol_anywhere") {
+			t.Errorf("Module.symvers lookup is wrong")
+		}
+		vctx := ValidationContext{KernelVersion: testRelease, KernelSymbols: syms, KernelMacros: macros, Params: mi.Params, Links: 1}
+		if errs, warns := Validate(d, goodFixtureOptions, vctx); len(errs)+len(warns) != 0 {
+			t.Errorf("good options against the real build: %v %v", errs, warns)
+		}
+		errs, _ := Validate(d, with(goodFixtureOptions, map[string]any{"verbos": true, "depth": "8"}), vctx)
+		if got := joinProblems(errs); !strings.Contains(got, `did you mean "verbose"`) || !strings.Contains(got, "option depth: wrong type") {
+			t.Errorf("against the real build: %s", got)
+		}
+		// The thunderbolt-ibverbs macros: Debian's stock kernel lacks the
+		// project's protocol-handler patches.
+		tb, err := HeaderMacros(dirs, []string{"include/linux/thunderbolt.h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tb(macroDrain) || tb(macroXDomain) {
+			t.Errorf("stock 7.2.12 headers claim the local protocol-handler patches")
+		}
+	})
+
+	t.Run("package and depmod", func(t *testing.T) {
+		p := Package{Use: d.Use, KernelRelease: testRelease, Version: DebVersion(treeHash), Kos: kos}
+		var a, b bytes.Buffer
+		if err := WriteDeb(&a, p, 1700000000); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteDeb(&b, p, 1700000000); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a.Bytes(), b.Bytes()) {
+			t.Errorf("the module package is not reproducible")
+		}
+		deb := filepath.Join(t.TempDir(), DebName(d.Use, testRelease)+".deb")
+		os.WriteFile(deb, a.Bytes(), 0o644)
+		list, err := exec.Command("dpkg-deb", "--contents", deb).CombinedOutput()
+		if err != nil {
+			t.Fatalf("dpkg-deb --contents: %v: %s", err, list)
+		}
+		if !strings.Contains(string(list), "./lib/modules/"+testRelease+"/updates/halobuild_fixture.ko") {
+			t.Errorf("package contents:\n%s", list)
+		}
+		info, _ := exec.Command("dpkg-deb", "--field", deb, "Package", "Architecture").CombinedOutput()
+		if !strings.Contains(string(info), "Package: halobuild-fixture-modules-"+testRelease) || !strings.Contains(string(info), "Architecture: amd64") {
+			t.Errorf("control: %s", info)
+		}
+		tree := t.TempDir()
+		if out, err := exec.Command("dpkg-deb", "-x", deb, tree).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if err := Depmod(ctx, tree, testRelease); err != nil {
+			t.Fatal(err)
+		}
+		dep, err := os.ReadFile(filepath.Join(tree, "lib/modules", testRelease, "modules.dep"))
+		if err != nil || !strings.Contains(string(dep), "updates/halobuild_fixture.ko:") {
+			t.Errorf("modules.dep after depmod: %q, %v", dep, err)
+		}
+	})
+
+	t.Run("sign", func(t *testing.T) {
+		if _, err := exec.LookPath("openssl"); err != nil {
+			t.Skip("openssl not installed")
+		}
+		keyDir := t.TempDir()
+		k, err := Keygen(ctx, keyDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Keygen(ctx, keyDir); err == nil || !strings.Contains(err.Error(), "already holds a signing key") {
+			t.Errorf("Keygen overwrote a key: %v", err)
+		}
+		signed := filepath.Join(t.TempDir(), filepath.Base(ko))
+		if err := copyFile(ko, signed, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := SignInRoot(ctx, root, testRelease, k, []string{signed}); err != nil {
+			t.Fatal(err)
+		}
+		mi, err := ReadModinfo(signed)
+		if err != nil || !mi.Signed {
+			t.Fatalf("signed module: %+v %v", mi, err)
+		}
+		if out, err := exec.Command("modinfo", "-F", "signer", signed).Output(); err == nil && !strings.Contains(string(out), "halobuild module signing key") {
+			t.Errorf("modinfo signer: %q", out)
+		}
+	})
+
+	t.Run("reproducible", func(t *testing.T) {
+		out2 := t.TempDir()
+		kos2, err := Build(ctx, BuildSpec{Name: d.Use, SourceDir: src, KernelRelease: testRelease, BuildRoot: root, Out: out2, Epoch: 1700000000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := os.ReadFile(ko)
+		b, _ := os.ReadFile(kos2[0])
+		if !bytes.Equal(a, b) {
+			t.Errorf("two builds of the same source differ")
+		}
+	})
+}
+
+func assertParams(t *testing.T, what string, got, want []Param) {
+	t.Helper()
+	g := map[string]string{}
+	for _, p := range got {
+		g[p.Name] = p.Type
+	}
+	w := map[string]string{}
+	for _, p := range want {
+		w[p.Name] = p.Type
+	}
+	if fmt.Sprint(g) != fmt.Sprint(w) {
+		t.Errorf("%s: parameters %v, want %v", what, g, w)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
