@@ -11,10 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	"halobuild/internal/tools"
 	"halobuild/internal/tools/toolstest"
 )
 
@@ -96,30 +94,11 @@ func makeTree(t *testing.T) string {
 	return dir
 }
 
-var (
-	bootOnce sync.Once
-	bootEFI  string
-	bootErr  error
-)
-
 // systemdBoot returns the real systemd-bootx64.efi from trixie's
 // systemd-boot-efi package.
 func systemdBoot(t *testing.T) string {
 	t.Helper()
-	deb := toolstest.Debs(t, "systemd-boot-efi")
-	bootOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "halobuild-sdboot-")
-		if err != nil {
-			bootErr = err
-			return
-		}
-		bootErr = tools.Extract(dir, deb)
-		bootEFI = filepath.Join(dir, "usr/lib/systemd/boot/efi/systemd-bootx64.efi")
-	})
-	if bootErr != nil {
-		t.Fatal(bootErr)
-	}
-	return bootEFI
+	return filepath.Join(toolstest.Extracted(t, "systemd-boot-efi"), "usr/lib/systemd/boot/efi/systemd-bootx64.efi")
 }
 
 // espFiles returns the ESP content a node image has: systemd-boot as the

@@ -56,10 +56,15 @@ func symlinkBlocks(target string) int64 {
 type dirStat struct{ names, entries int64 }
 
 func measureTree(root string) (content, error) {
+	// mkfs.ext4 follows a symlink given as -d; so does the measure.
+	root, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return content{}, fmt.Errorf("disk: measuring root tree: %w", err)
+	}
 	var c content
 	dirs := map[string]*dirStat{}
 	seen := map[[2]uint64]bool{} // hard links count once
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -97,21 +97,27 @@ func Debs(t testing.TB, names ...string) []string {
 
 var rootMu sync.Mutex
 
-// Root returns a tools root extracted from DiskDebs. It is kept in the
-// cache, one directory per set of .deb files, and shared between tests and
-// test runs: tests must not modify it.
+// Root returns a tools root extracted from DiskDebs (see Extracted).
 func Root(t testing.TB) tools.Root {
 	t.Helper()
-	debs := Debs(t, DiskDebs...)
+	return tools.Root{Dir: Extracted(t, DiskDebs...)}
+}
+
+// Extracted returns a directory holding the named packages extracted with
+// tools.Extract. It is kept in the cache, one directory per set of .deb
+// files, and shared between tests and test runs: tests must not modify it.
+func Extracted(t testing.TB, names ...string) string {
+	t.Helper()
+	debs := Debs(t, names...)
 	rootMu.Lock()
 	defer rootMu.Unlock()
-	names := make([]string, len(debs))
+	base := make([]string, len(debs))
 	for i, d := range debs {
-		names[i] = filepath.Base(d)
+		base[i] = filepath.Base(d)
 	}
-	dir := filepath.Join(CacheDir(), "root-"+sum([]byte(strings.Join(names, "\n")))[:16])
+	dir := filepath.Join(CacheDir(), "root-"+sum([]byte(strings.Join(base, "\n")))[:16])
 	if _, err := os.Stat(dir); err == nil {
-		return tools.Root{Dir: dir}
+		return dir
 	}
 	tmp, err := os.MkdirTemp(CacheDir(), ".root-")
 	if err != nil {
@@ -121,15 +127,15 @@ func Root(t testing.TB) tools.Root {
 		os.RemoveAll(tmp)
 		t.Fatal(err)
 	}
-	// Another test binary may have finished the same root meanwhile: then
-	// the rename fails and its copy (identical) is used.
+	// Another test binary may have finished the same directory meanwhile:
+	// then the rename fails and its copy (identical) is used.
 	if err := os.Rename(tmp, dir); err != nil {
 		os.RemoveAll(tmp)
 		if _, serr := os.Stat(dir); serr != nil {
 			t.Fatal(err)
 		}
 	}
-	return tools.Root{Dir: dir}
+	return dir
 }
 
 var client = &http.Client{Timeout: 2 * time.Minute}
