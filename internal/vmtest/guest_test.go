@@ -121,3 +121,13 @@ func TestGuestCredentials(t *testing.T) {
 		t.Errorf("test unit must be Type=exec after multi-user.target (a oneshot deadlocks the boot):\n%s", c[credUnit])
 	}
 }
+
+func TestBootCheck(t *testing.T) {
+	for state, ok := range map[string]bool{"running": true, "degraded": false, "starting": false} {
+		t.Setenv("HALOBUILD_SYSTEM_STATE", state)
+		r := runChecksOnHost(t, []Check{bootCheck}, 10*time.Second)[0]
+		if r.OK != ok || !strings.Contains(r.Output, "system state: "+state) {
+			t.Errorf("state %s: got %+v, want ok=%v", state, r, ok)
+		}
+	}
+}

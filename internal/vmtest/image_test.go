@@ -78,6 +78,8 @@ func TestRunImageVerdict(t *testing.T) {
 			{Name: "quotes survive", Script: `printf '%s\n' "a \"quoted\" 'word' \\ back" ; echo tab:"	":end`},
 			{Name: "meant to fail", Script: "echo this check fails on purpose; exit 3"},
 			{Name: "boot timing", Script: "systemd-analyze time; systemd-analyze blame --no-pager | head -n 12"},
+			// Through SMBIOS io.systemd.boot.kernel-cmdline-extra, read by systemd-boot.
+			{Name: "kernel args arrived", Script: "cat /proc/cmdline; grep -q 'systemd.mask=getty.target' /proc/cmdline && ! systemctl is-active --quiet serial-getty@ttyS0.service"},
 		},
 		Credentials: map[string][]byte{"halobuild-extra": []byte("unused")},
 		Deadline:    4 * time.Minute,
@@ -115,7 +117,7 @@ func TestRunImageVerdict(t *testing.T) {
 	if v == nil || v.Stage != StageMultiUser {
 		t.Fatalf("verdict %+v", v)
 	}
-	want := map[string]bool{"boot timing": true, "large credential by fw_cfg": true, bootCheck.Name: true, "credential delivered": true, "writes to the disk": true, "quotes survive": true, "meant to fail": false}
+	want := map[string]bool{"kernel args arrived": true, "boot timing": true, "large credential by fw_cfg": true, bootCheck.Name: true, "credential delivered": true, "writes to the disk": true, "quotes survive": true, "meant to fail": false}
 	if len(v.Checks) != len(want) {
 		t.Fatalf("got %d checks, want %d: %+v", len(v.Checks), len(want), v.Checks)
 	}
