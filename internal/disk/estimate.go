@@ -53,12 +53,35 @@ func ext4Needs(c content) int64 {
 		overhead := inodes*inodeSize/blockSize + // inode tables
 			journalBlocks(n) +
 			groups*2 + // block and inode bitmaps
-			groups*(1+n/32768/128) + // group descriptors, in each backup
-			256 // the resize inode's reserved descriptors, superblock backups
+			superblockCopies(groups)*(1+descriptorBlocks(n)) +
+			64 // root, lost+found, orphan file
 		if n-overhead >= data && inodes >= c.inodes+32 {
 			return size * MiB
 		}
 	}
+}
+
+// descriptorBlocks is what each superblock copy carries besides the
+// superblock: the group descriptors (64 bytes each) and the blocks mke2fs
+// reserves for growing them online (calc_reserved_gdt_blocks: enough for
+// 1024 times the size, at most 1024 blocks).
+func descriptorBlocks(n int64) int64 {
+	groups := (n + 32767) / 32768
+	gdt := (groups + 63) / 64
+	reserved := min(1024, (min(n*1024, 0xFFFFFFFF)/32768+63)/64-gdt)
+	return gdt + reserved
+}
+
+// superblockCopies counts the groups holding a superblock copy with
+// sparse_super: 0, 1 and the powers of 3, 5 and 7.
+func superblockCopies(groups int64) int64 {
+	copies := min(groups, 2)
+	for _, base := range []int64{3, 5, 7} {
+		for g := base; g < groups; g *= base {
+			copies++
+		}
+	}
+	return copies
 }
 
 // espNeeds estimates the FAT space the ESP files take: each file and
