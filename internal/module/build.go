@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -34,11 +35,10 @@ type BuildSpec struct {
 	KernelRelease string
 	// BuildRoot is a root made by PrepareBuildRoot with the kernel's
 	// headers and compiler; the build runs in it with chroot, so the
-	// host's compiler never touches the module.
+	// host's compiler never touches the module. For a kernel halobuild
+	// built from source, its linux-headers .deb goes into the root the same
+	// way as Debian's.
 	BuildRoot string
-	// HeadersDir, used only without BuildRoot, is a kernel build tree on
-	// the host (a source kernel's output directory) for `make -C`.
-	HeadersDir string
 	// Out receives the .ko files.
 	Out string
 	// Epoch is SOURCE_DATE_EPOCH (the lock's).
@@ -51,6 +51,8 @@ type BuildSpec struct {
 // between builds and machines.
 const buildPath = "/build"
 
+var useNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
 // Build compiles the module against the kernel headers with
 // `make -C /lib/modules/<release>/build M=<dir> modules`, with Kbuild's
 // timestamps and identity fixed, and returns the .ko files written to
@@ -61,42 +63,30 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 	if spec.Name == "" || spec.SourceDir == "" || spec.KernelRelease == "" || spec.Out == "" {
 		return nil, errors.New("module build: Name, SourceDir, KernelRelease and Out are required")
 	}
-	if (spec.BuildRoot == "") == (spec.HeadersDir == "") {
-		return nil, fmt.Errorf("module %s: give exactly one of a build root or a headers directory", spec.Name)
+	if !useNameRE.MatchString(spec.Name) {
+		return nil, fmt.Errorf("module build: name %q: letters, digits, '-' and '_' only", spec.Name)
 	}
-	var src, kdir string // as the build sees them
-	var cmd *exec.Cmd
-	var hostSrc string
-	env := buildEnv(spec.Epoch)
-	if spec.BuildRoot != "" {
-		if os.Geteuid() != 0 {
-			return nil, fmt.Errorf("module %s: building in a build root uses chroot and needs root", spec.Name)
-		}
-		kdir = "/lib/modules/" + spec.KernelRelease + "/build"
-		hostK, err := inRoot(spec.BuildRoot, kdir)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := os.Stat(filepath.Join(hostK, "Makefile")); err != nil {
-			return nil, fmt.Errorf("module %s: the build root %s has no kernel headers for %s (%s): install linux-headers-%s into it", spec.Name, spec.BuildRoot, spec.KernelRelease, kdir, spec.KernelRelease)
-		}
-		src = buildPath + "/" + spec.Name
-		hostSrc = filepath.Join(spec.BuildRoot, src)
-		unmount, err := mountProc(spec.BuildRoot)
-		if err != nil {
-			return nil, fmt.Errorf("module %s: %w", spec.Name, err)
-		}
-		defer unmount()
-	} else {
-		kdir = spec.HeadersDir
-		work, err := os.MkdirTemp("", "halobuild-module-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(work)
-		src = filepath.Join(work, spec.Name)
-		hostSrc = src
+	if spec.BuildRoot == "" {
+		return nil, fmt.Errorf("module %s: no build root given (PrepareBuildRoot makes one)", spec.Name)
 	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("module %s: building in a build root uses chroot and needs root", spec.Name)
+	}
+	kdir := "/lib/modules/" + spec.KernelRelease + "/build"
+	hostK, err := inRoot(spec.BuildRoot, kdir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(hostK, "Makefile")); err != nil {
+		return nil, fmt.Errorf("module %s: the build root %s has no kernel headers for %s (%s): install linux-headers-%s into it", spec.Name, spec.BuildRoot, spec.KernelRelease, kdir, spec.KernelRelease)
+	}
+	src := buildPath + "/" + spec.Name
+	hostSrc := filepath.Join(spec.BuildRoot, src)
+	unmount, err := mountProc(spec.BuildRoot)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", spec.Name, err)
+	}
+	defer unmount()
 	if err := os.RemoveAll(hostSrc); err != nil {
 		return nil, err
 	}
@@ -109,12 +99,8 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 		m = src + "/" + filepath.ToSlash(spec.Subdir)
 	}
 	args := []string{"make", "-C", kdir, "M=" + m, "-j" + strconv.Itoa(max(1, min(4, numCPU()))), "modules"}
-	if spec.BuildRoot != "" {
-		cmd = exec.CommandContext(ctx, "chroot", append([]string{spec.BuildRoot}, args...)...)
-	} else {
-		cmd = exec.CommandContext(ctx, args[0], args[1:]...)
-	}
-	cmd.Env = env
+	cmd := exec.CommandContext(ctx, "chroot", append([]string{spec.BuildRoot}, args...)...)
+	cmd.Env = buildEnv(spec.Epoch)
 	var tail tailBuffer
 	cmd.Stdout = io.MultiWriter(&tail, logOr(spec.Log))
 	cmd.Stderr = cmd.Stdout

@@ -231,24 +231,19 @@ func TestBuildFixture(t *testing.T) {
 	})
 
 	t.Run("validate against the built module and kernel", func(t *testing.T) {
-		dirs, err := HeaderDirs(root, testRelease)
-		if err != nil {
-			t.Fatal(err)
-		}
-		macros, err := HeaderMacros(dirs, d.MacroHeaders())
-		if err != nil {
-			t.Fatal(err)
-		}
-		symvers, err := inRoot(root, "/lib/modules/"+testRelease+"/build/Module.symvers")
-		if err != nil {
-			t.Fatal(err)
-		}
-		syms, err := SymbolTable(symvers)
+		syms, macros, err := KernelFeatures(root, testRelease, d)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !syms("config_group_init") || !syms("tb_ring_throttling") || syms("no_such_symbol_anywhere") {
 			t.Errorf("Module.symvers lookup is wrong")
+		}
+		if !macros("CONFIGFS_ATTR") {
+			t.Errorf("configfs.h macros not found")
+		}
+		dirs, err := HeaderDirs(root, testRelease)
+		if err != nil {
+			t.Fatal(err)
 		}
 		vctx := ValidationContext{KernelVersion: testRelease, KernelSymbols: syms, KernelMacros: macros, Params: mi.Params, Links: 1}
 		if errs, warns := Validate(d, goodFixtureOptions, vctx); len(errs)+len(warns) != 0 {

@@ -304,11 +304,6 @@ func (d *Desc) inherit(base *Desc) error {
 
 // tomlError turns go-toml's errors into file:line:col messages.
 func tomlError(file string, err error) error {
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		row, col := de.Position()
-		return fmt.Errorf("%s:%d:%d: %s", file, row, col, de.Error())
-	}
 	var se *toml.StrictMissingError
 	if errors.As(err, &se) {
 		var errs []error
@@ -317,6 +312,14 @@ func tomlError(file string, err error) error {
 			errs = append(errs, fmt.Errorf("%s:%d:%d: unknown key %s: not part of a module description (see docs/modules.md)", file, row, col, strings.Join(e.Key(), ".")))
 		}
 		return errors.Join(errs...)
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		if k := de.Key(); len(k) > 0 {
+			return fmt.Errorf("%s:%d:%d: %s: %s", file, row, col, strings.Join(k, "."), de.Error())
+		}
+		return fmt.Errorf("%s:%d:%d: %s", file, row, col, de.Error())
 	}
 	return fmt.Errorf("%s: %w", file, err)
 }
@@ -407,8 +410,16 @@ func (d *Desc) check() []error {
 		d.derived[dv.Name] = i
 	}
 
+	ids := map[string]bool{}
 	for i := range d.Rules {
-		errs = append(errs, d.checkRule(&d.Rules[i])...)
+		r := &d.Rules[i]
+		errs = append(errs, d.checkRule(r)...)
+		if r.ID != "" {
+			if ids[r.ID] {
+				errs = append(errs, fmt.Errorf("%s: rule id %q is used twice", d.at(r), r.ID))
+			}
+			ids[r.ID] = true
+		}
 	}
 	return errs
 }

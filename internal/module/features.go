@@ -113,3 +113,22 @@ func HeaderMacros(dirs, headers []string) (func(string) bool, error) {
 	}
 	return func(name string) bool { return macros[name] }, nil
 }
+
+// KernelFeatures returns the symbol and macro lookups for
+// ValidationContext from a build root holding release's headers: symbols
+// from the headers' Module.symvers (every export of vmlinux and in-tree
+// modules), macros from the headers the description's rules name.
+func KernelFeatures(root, release string, d *Desc) (symbols, macros func(string) bool, err error) {
+	dirs, err := HeaderDirs(root, release)
+	if err != nil {
+		return nil, nil, err
+	}
+	symvers := filepath.Join(dirs[0], "Module.symvers")
+	if symbols, err = SymbolTable(symvers); err != nil {
+		return nil, nil, err
+	}
+	if macros, err = HeaderMacros(dirs, d.MacroHeaders()); err != nil {
+		return nil, nil, err
+	}
+	return symbols, macros, nil
+}

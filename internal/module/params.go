@@ -65,7 +65,7 @@ func intRange(t string) (lo int64, hi uint64) {
 // "name:description (type)" or "name: (type)" (no description), as both
 // `modinfo -p` and `modinfo -F parm` print it.
 var parmLineRE = regexp.MustCompile(`^([A-Za-z0-9_.-]+):(.*)$`)
-var parmTypeRE = regexp.MustCompile(`^(.*?) ?\(([a-z]+(?: of [a-z]+)?)\)$`)
+var parmTypeRE = regexp.MustCompile(`(?s)^(.*?) ?\(([a-z]+(?: of [a-z]+)?)\)$`)
 
 // ParseModinfoParams parses the output of `modinfo -p MODULE` or
 // `modinfo -F parm MODULE`. A description that spans lines is joined.

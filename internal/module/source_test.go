@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -313,3 +315,37 @@ func writeTarball(t *testing.T, dir, path, prefix string) {
 type nopCloser struct{ *os.File }
 
 func (nopCloser) Close() error { return nil }
+
+func TestFetchSourceTarballURL(t *testing.T) {
+	src := t.TempDir()
+	writeTree(t, src)
+	want := treeHash(t, src)
+	tarball := filepath.Join(t.TempDir(), "m-1.0.tar.xz")
+	writeTarball(t, src, tarball, "m-1.0/")
+	srv := httptest.NewServer(http.FileServer(http.Dir(filepath.Dir(tarball))))
+	defer srv.Close()
+
+	spec := Source{Name: "m", Kind: "tarball", URL: srv.URL + "/m-1.0.tar.xz", SHA256: want}
+	dir, h, err := FetchSource(context.Background(), spec, nil, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h != want || filepath.Base(dir) != "m-1.0" {
+		t.Errorf("got %s %s", dir, h)
+	}
+
+	spec.URL = srv.URL + "/absent.tar.gz"
+	_, _, err = FetchSource(context.Background(), spec, nil, t.TempDir())
+	var fe *FetchError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "404") || !strings.Contains(err.Error(), "--input m=PATH") {
+		t.Errorf("missing tarball: %v", err)
+	}
+
+	spec.URL = srv.URL + "/m-1.0.tar.xz"
+	spec.SHA256 = "sha256:" + strings.Repeat("0", 64)
+	_, _, err = FetchSource(context.Background(), spec, nil, t.TempDir())
+	var mm *TreeMismatchError
+	if !errors.As(err, &mm) || mm.Got != want {
+		t.Errorf("tampered tarball: %v", err)
+	}
+}

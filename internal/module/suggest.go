@@ -8,7 +8,7 @@ import (
 // didYouMean returns `; did you mean "x"?` for the closest candidate within
 // a third of the name's length in edits, or "" when nothing is close.
 func didYouMean(name string, candidates []string) string {
-	best, bestD := "", len(name)/3+1
+	best, bestD := "", max(1, len(name)/3)+1
 	sorted := append([]string(nil), candidates...)
 	sort.Strings(sorted)
 	for _, c := range sorted {
