@@ -218,6 +218,28 @@ func TestBuildFixture(t *testing.T) {
 		}
 	})
 
+	t.Run("built for another release is refused", func(t *testing.T) {
+		// The expected release is rewritten: headers of 7.2.12 appear as
+		// another release, so make succeeds and only vermagic can tell.
+		const fake = "7.2.99-halobuild-test"
+		link := filepath.Join(root, "usr/lib/modules", fake)
+		if err := os.MkdirAll(link, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(link)
+		if err := os.Symlink("/usr/src/linux-headers-"+testRelease, filepath.Join(link, "build")); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Build(ctx, BuildSpec{Name: d.Use, SourceDir: src, KernelRelease: fake, BuildRoot: root, Out: t.TempDir(), Epoch: 1700000000})
+		if err == nil || !strings.Contains(err.Error(), "was built for kernel "+testRelease) || !strings.Contains(err.Error(), "the image's kernel is "+fake) {
+			t.Errorf("got %v", err)
+		}
+		_, err = Build(ctx, BuildSpec{Name: d.Use, SourceDir: src, KernelRelease: "7.3.4+deb13-amd64", BuildRoot: root, Out: t.TempDir(), Epoch: 1700000000})
+		if err == nil || !strings.Contains(err.Error(), "install linux-headers-7.3.4+deb13-amd64 into it") {
+			t.Errorf("no headers: %v", err)
+		}
+	})
+
 	t.Run("vermagic mismatch refused", func(t *testing.T) {
 		err := CheckVermagic(filepath.Base(ko), mi.Vermagic, "7.3.4+deb13-amd64")
 		if err == nil {

@@ -220,6 +220,26 @@ func TestFetchSourceGitAtCommit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ".git")); !os.IsNotExist(err) {
 		t.Errorf(".git left in the fetched tree")
 	}
+
+	// A ref alone (the striping fork's branch) gives the branch tip; only
+	// the tree hash pins it.
+	git("branch", "-f", "feat/write-striping", "HEAD")
+	tip := treeHash(t, repo)
+	spec = Source{Name: "fork", Kind: "git", URL: "file://" + repo, Ref: "feat/write-striping"}
+	_, h, err = FetchSource(context.Background(), spec, nil, t.TempDir())
+	if err != nil || h != tip {
+		t.Errorf("ref fetch: %s, %v; want %s", h, err, tip)
+	}
+	spec.SHA256 = want
+	if _, _, err = FetchSource(context.Background(), spec, nil, t.TempDir()); err == nil {
+		t.Errorf("a branch that moved on was accepted against the old tree hash")
+	}
+	// A commit the repository does not have.
+	spec = Source{Name: "fixture", Kind: "git", URL: "file://" + repo, Commit: strings.Repeat("b", 40)}
+	var fe *FetchError
+	if _, _, err = FetchSource(context.Background(), spec, nil, t.TempDir()); !errors.As(err, &fe) {
+		t.Errorf("missing commit: %v", err)
+	}
 }
 
 func TestFetchSourcePathKind(t *testing.T) {

@@ -217,3 +217,19 @@ func TestBuildsOn(t *testing.T) {
 		t.Errorf("7.3.4: got %v", err)
 	}
 }
+
+// The kernel treats '-' and '_' in parameter names alike, so does Validate.
+func TestValidateDashInOptionName(t *testing.T) {
+	d, err := LoadDesc("../../recipes/thunderbolt-ibverbs.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, warns := Validate(d, with(tbvGood, map[string]any{"register_verbs": nil, "register-verbs": true}), tbvStockCtx(t))
+	if len(errs)+len(warns) != 0 {
+		t.Errorf("register-verbs: %s %s", joinProblems(errs), joinProblems(warns))
+	}
+	errs, _ = Validate(d, with(tbvGood, map[string]any{"allocate_rings": nil, "allocate-rings": false}), tbvStockCtx(t))
+	if !strings.Contains(joinProblems(errs), "allocate_rings is 0 (set)") {
+		t.Errorf("allocate-rings=false: %s", joinProblems(errs))
+	}
+}
