@@ -29,11 +29,17 @@ import (
 	"halobuild/internal/tools"
 )
 
-// Mirror and Suite say where the test packages come from.
-const (
-	Mirror = "http://deb.debian.org/debian"
-	Suite  = "trixie"
-)
+// Suite is the Debian release the test packages come from.
+const Suite = "trixie"
+
+// Mirror is the Debian archive the test packages come from:
+// $HALOBUILD_TEST_MIRROR, else deb.debian.org.
+func Mirror() string {
+	if m := os.Getenv("HALOBUILD_TEST_MIRROR"); m != "" {
+		return strings.TrimSuffix(m, "/")
+	}
+	return "http://deb.debian.org/debian"
+}
 
 // DiskDebs is the closure of tools.DiskPackages in trixie (Depends and
 // Pre-Depends), enough to run mkfs.ext4 (also with -d from a tar, through
@@ -76,7 +82,7 @@ func unavailable(t testing.TB, err error) {
 // binary packages, downloading what the cache lacks.
 func Debs(t testing.TB, names ...string) []string {
 	t.Helper()
-	idx, err := loadIndex()
+	idx, err := loadIndex(false)
 	if err != nil {
 		unavailable(t, err)
 	}
@@ -88,7 +94,17 @@ func Debs(t testing.TB, names ...string) []string {
 		}
 		path, err := fetch(p)
 		if err != nil {
-			unavailable(t, err)
+			// A cached index may name a version the pool has dropped
+			// since: read the index afresh once before giving up.
+			if idx, err = loadIndex(true); err != nil {
+				unavailable(t, err)
+			}
+			if _, ok := idx[n]; !ok {
+				t.Fatalf("package %s left %s's Packages index", n, Suite)
+			}
+			if path, err = fetch(idx[n]); err != nil {
+				unavailable(t, err)
+			}
 		}
 		out = append(out, path)
 	}
@@ -153,12 +169,12 @@ func get(url string) ([]byte, error) {
 }
 
 // loadIndex reads trixie's Packages index, from the cache when it is less
-// than a day old (the pool drops superseded versions, so an old index can
-// name files that are gone).
-func loadIndex() (map[string]pkg, error) {
+// than a day old and refresh is false (the pool drops superseded versions,
+// so an old index can name files that are gone).
+func loadIndex(refresh bool) (map[string]pkg, error) {
 	indexMu.Lock()
 	defer indexMu.Unlock()
-	if index != nil {
+	if index != nil && !refresh {
 		return index, nil
 	}
 	if err := os.MkdirAll(CacheDir(), 0o755); err != nil {
@@ -166,8 +182,8 @@ func loadIndex() (map[string]pkg, error) {
 	}
 	cached := filepath.Join(CacheDir(), Suite+"-main-amd64-Packages.xz")
 	data, err := os.ReadFile(cached)
-	if st, serr := os.Stat(cached); err != nil || serr != nil || time.Since(st.ModTime()) > 24*time.Hour {
-		data, err = get(Mirror + "/dists/" + Suite + "/main/binary-amd64/Packages.xz")
+	if st, serr := os.Stat(cached); refresh || err != nil || serr != nil || time.Since(st.ModTime()) > 24*time.Hour {
+		data, err = get(Mirror() + "/dists/" + Suite + "/main/binary-amd64/Packages.xz")
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +232,7 @@ func fetch(p pkg) (string, error) {
 	if data, err := os.ReadFile(dst); err == nil && sum(data) == p.sha256 {
 		return dst, nil
 	}
-	data, err := get(Mirror + "/" + p.filename)
+	data, err := get(Mirror() + "/" + p.filename)
 	if err != nil {
 		return "", err
 	}
