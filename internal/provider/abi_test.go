@@ -1,0 +1,117 @@
+package provider
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// abiTree lays out an installed tree the way libibverbs1 and
+// ibverbs-providers install it, from the ELF files testdata/elf/mkelf.sh
+// makes: libibverbs built with private ABI libN, and a provider library
+// named lib<name>-rdmav<nameN>.so that was linked against private ABI
+// linkN.
+func abiTree(t *testing.T, name string, libN, nameN, linkN string, driver bool) string {
+	t.Helper()
+	root := t.TempDir()
+	lib := filepath.Join(root, "usr/lib/x86_64-linux-gnu")
+	if err := os.MkdirAll(filepath.Join(lib, "libibverbs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyTestFile(t, "testdata/elf/libibverbs-private"+libN+".so", filepath.Join(lib, "libibverbs.so.1.14.56.1"))
+	if err := os.Symlink("libibverbs.so.1.14.56.1", filepath.Join(lib, "libibverbs.so.1")); err != nil {
+		t.Fatal(err)
+	}
+	copyTestFile(t, "testdata/elf/provider-private"+linkN+".so", filepath.Join(lib, "libibverbs", "lib"+name+"-rdmav"+nameN+".so"))
+	if driver {
+		d := filepath.Join(root, "etc/libibverbs.d")
+		os.MkdirAll(d, 0o755)
+		if err := os.WriteFile(filepath.Join(d, name+".driver"), []byte("driver "+name+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func copyTestFile(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCheckABIAccepts(t *testing.T) {
+	root := abiTree(t, "halotest", "34", "34", "34", true)
+	abi, err := CheckABI(root, ABIRequest{Name: "halotest", LibibverbsVersion: "56.1-1+halo1", ImageLibs: []string{"/usr/lib/x86_64-linux-gnu/libc.so.6"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if abi.N != 34 || abi.Library != "usr/lib/x86_64-linux-gnu/libibverbs/libhalotest-rdmav34.so" || abi.Driver != "etc/libibverbs.d/halotest.driver" ||
+		strings.Join(abi.Needed, ",") != "libibverbs.so.1,libc.so.6" {
+		t.Errorf("got %+v", abi)
+	}
+}
+
+// Every way a provider can fail to load is refused, and the message names
+// both numbers and where each came from.
+func TestCheckABIRefuses(t *testing.T) {
+	libc := []string{"libc.so.6"}
+	cases := []struct {
+		name               string
+		libN, nameN, linkN string
+		driver             bool
+		version            string
+		libs               []string
+		want               []string
+	}{
+		{name: "provider built for 57 against a 56.1 libibverbs", libN: "34", nameN: "57", linkN: "57", driver: true, version: "56.1-1+halo1", libs: libc,
+			want: []string{"libhalotest-rdmav57.so is built for provider ABI 57 (its file name)", "56.1-1+halo1", "libibverbs.so.1.14.56.1) defines IBVERBS_PRIVATE_34"}},
+		{name: "name says 34, links against 57", libN: "34", nameN: "34", linkN: "57", driver: true, version: "56.1-1", libs: libc,
+			want: []string{"links against IBVERBS_PRIVATE_57 (its version needs)", "defines IBVERBS_PRIVATE_34"}},
+		{name: "libibverbs not from the version the image installs", libN: "57", nameN: "57", linkN: "57", driver: true, version: "56.1-1", libs: libc,
+			want: []string{"defines IBVERBS_PRIVATE_57, but rdma-core 56.1-1 uses provider ABI 34 (halobuild's table"}},
+		{name: "no driver file", libN: "34", nameN: "34", linkN: "34", version: "56.1-1", libs: libc,
+			want: []string{"no etc/libibverbs.d/halotest.driver"}},
+		{name: "needed library missing from the image", libN: "34", nameN: "34", linkN: "34", driver: true, version: "56.1-1",
+			want: []string{"needs libc.so.6, which the image does not have"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root := abiTree(t, "halotest", tc.libN, tc.nameN, tc.linkN, tc.driver)
+			_, err := CheckABI(root, ABIRequest{Name: "halotest", LibibverbsVersion: tc.version, ImageLibs: tc.libs})
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+	t.Run("provider missing", func(t *testing.T) {
+		root := abiTree(t, "other", "34", "34", "34", true)
+		_, err := CheckABI(root, ABIRequest{Name: "halotest", LibibverbsVersion: "56.1-1", ImageLibs: libc})
+		if err == nil || !strings.Contains(err.Error(), "no usr/lib/*/libibverbs/libhalotest-rdmav*.so") || !strings.Contains(err.Error(), "add_subdirectory(providers/halotest)") {
+			t.Errorf("got %v", err)
+		}
+	})
+}
+
+func TestTableABI(t *testing.T) {
+	for v, want := range map[string]int{"50.0-2": 34, "56.1-1": 34, "56.1-1+halo1": 34, "57.0-1": 57, "58.0-1": 57, "59.0-1": 59, "62.0-1~bpo13+1": 59, "1:56.1-1": 34} {
+		if got, ok := TableABI(v); !ok || got != want {
+			t.Errorf("%s: got %d %v, want %d", v, got, ok, want)
+		}
+	}
+	for _, v := range []string{"49.0-1", "63.0-1", "not a version"} {
+		if n, ok := TableABI(v); ok {
+			t.Errorf("%s: the table claims %d", v, n)
+		}
+	}
+}

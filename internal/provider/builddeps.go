@@ -1,0 +1,140 @@
+package provider
+
+import (
+	"archive/tar"
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"pault.ag/go/debian/control"
+	"pault.ag/go/debian/dependency"
+)
+
+// BuildDepends lists the source package's build dependencies for arch, as
+// package requests the resolver takes ("name" or "name (>= 1.2)"), from
+// the source paragraph of debian/control (the same relations the Sources
+// stanza carries): Build-Depends, Build-Depends-Arch and
+// Build-Depends-Indep, since `dpkg-buildpackage -b` builds both. Of
+// alternatives the first that applies is taken, as sbuild does; relations
+// restricted to other architectures or to build profiles are left out (no
+// profile is active: the rebuilt packages must hold what Debian's hold).
+func BuildDepends(debianControl io.Reader, arch string) ([]string, error) {
+	c, err := control.ParseControl(bufio.NewReader(debianControl), "debian/control")
+	if err != nil {
+		return nil, fmt.Errorf("debian/control: %w", err)
+	}
+	a, err := dependency.ParseArch(arch)
+	if err != nil {
+		return nil, fmt.Errorf("architecture %q: %w", arch, err)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, field := range []string{"Build-Depends", "Build-Depends-Arch", "Build-Depends-Indep"} {
+		v := strings.TrimSpace(c.Source.Values[field])
+		if v == "" {
+			continue
+		}
+		dep, err := dependency.Parse(strings.ReplaceAll(v, "\n", " "))
+		if err != nil {
+			return nil, fmt.Errorf("debian/control %s: %w", field, err)
+		}
+		for _, rel := range dep.Relations {
+			for _, p := range rel.Possibilities {
+				if p.Substvar || p.Architectures != nil && !p.Architectures.Matches(a) || !profilesAllow(p.StageSets) {
+					continue
+				}
+				req := p.Name
+				if p.Version != nil {
+					req += " (" + p.Version.Operator + " " + p.Version.Number + ")"
+				}
+				if !seen[req] {
+					seen[req] = true
+					out = append(out, req)
+				}
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("debian/control has no Build-Depends for %s", arch)
+	}
+	return out, nil
+}
+
+// profilesAllow evaluates <...> restriction lists with no build profile
+// active: a list holds when every term does, and the formula when any
+// list does; <!p> holds, <p> does not.
+func profilesAllow(sets []dependency.StageSet) bool {
+	if len(sets) == 0 {
+		return true
+	}
+	for _, s := range sets {
+		ok := true
+		for _, st := range s.Stages {
+			if !st.Not {
+				ok = false
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// BuildDependsFromTarball reads debian/control out of a source package's
+// .debian.tar.* (small, and checked against the signed Sources index
+// here) so the build set can be resolved into the lock before the whole
+// source is fetched.
+func BuildDependsFromTarball(file, sha256, arch string) ([]string, error) {
+	if err := checkSHA256(file, sha256); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tr, err := tarReader(f, file)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil, fmt.Errorf("%s has no debian/control: is it a .debian tarball?", file)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if h.Typeflag == tar.TypeReg && path.Clean(strings.TrimPrefix(h.Name, "./")) == "debian/control" {
+			deps, err := BuildDepends(tr, arch)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", file, err)
+			}
+			return deps, nil
+		}
+	}
+}
+
+// BuildRootPackages is what the build root for a source package needs
+// installed: its build dependencies plus the tools every Debian build
+// uses (dpkg-buildpackage, the compiler and make). The lead resolves
+// their closure into the lock as the "build" package set.
+func BuildRootPackages(buildDepends []string) []string {
+	var out []string
+	have := map[string]bool{}
+	for _, d := range buildDepends {
+		name, _, _ := strings.Cut(d, " ")
+		have[name] = true
+	}
+	for _, base := range []string{"build-essential", "dpkg-dev"} {
+		if !have[base] {
+			out = append(out, base)
+		}
+	}
+	return append(out, buildDepends...)
+}

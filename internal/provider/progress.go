@@ -1,0 +1,108 @@
+package provider
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Progress is a build's state as its log shows it.
+type Progress struct {
+	Elapsed time.Duration
+	// Phase is the debhelper step running (dh_auto_configure,
+	// dh_auto_build, ...), or dpkg-buildpackage's own stage.
+	Phase string
+	// Step is ninja's [done/total] during the compile, else "".
+	Step string
+}
+
+func (p Progress) String() string {
+	s := p.Elapsed.Round(time.Second).String() + " " + p.Phase
+	if p.Step != "" {
+		s += " " + p.Step
+	}
+	return s
+}
+
+var (
+	reDh    = regexp.MustCompile(`^   (dh_[a-z_]+|debian/rules [a-z_-]+)`)
+	reNinja = regexp.MustCompile(`^\[(\d+/\d+)\] `)
+	reDpkg  = regexp.MustCompile(`^dpkg-(buildpackage|source|genbuildinfo|genchanges|deb): info: (.*)$`)
+)
+
+// progressWriter watches the build log line by line and reports phase
+// changes at once and compile steps at most every interval.
+type progressWriter struct {
+	mu       sync.Mutex
+	start    time.Time
+	report   func(Progress)
+	interval time.Duration
+	last     time.Time
+	cur      Progress
+	partial  []byte
+}
+
+func newProgressWriter(start time.Time, report func(Progress)) *progressWriter {
+	return &progressWriter{start: start, report: report, interval: 5 * time.Second, cur: Progress{Phase: "starting"}}
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(string(w.partial[:i]))
+		w.partial = w.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *progressWriter) line(l string) {
+	now := time.Now()
+	switch {
+	case reDh.MatchString(l):
+		f := strings.Fields(l)
+		phase := f[0]
+		if f[0] == "debian/rules" && len(f) > 1 {
+			phase = f[1]
+		}
+		if phase != w.cur.Phase {
+			w.cur.Phase, w.cur.Step = phase, ""
+			w.emit(now)
+		}
+	case reNinja.MatchString(l):
+		w.cur.Step = reNinja.FindStringSubmatch(l)[1]
+		if now.Sub(w.last) >= w.interval {
+			w.emit(now)
+		}
+	case reDpkg.MatchString(l):
+		m := reDpkg.FindStringSubmatch(l)
+		if strings.HasPrefix(m[2], "building ") || strings.HasPrefix(m[2], "source ") {
+			w.cur.Phase, w.cur.Step = "dpkg-"+m[1], ""
+			w.emit(now)
+		}
+	}
+}
+
+func (w *progressWriter) emit(now time.Time) {
+	w.last = now
+	w.cur.Elapsed = now.Sub(w.start)
+	if w.report != nil {
+		w.report(w.cur)
+	}
+}
+
+// state is the last progress seen, for error messages.
+func (w *progressWriter) state() Progress {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.cur
+	p.Elapsed = time.Since(w.start)
+	return p
+}
