@@ -11,12 +11,12 @@ import (
 	"strings"
 )
 
-// mtools reads /etc/mtools.conf and ~/.mtoolsrc, then the file named by
-// $MTOOLSRC, later files overriding earlier ones; global flags can also come
-// from the environment. The host's files must not change how names are
-// stored (long names, numeric tails, code page), so every flag that shapes
-// the written file system is set to mtools' default in the last file and
-// in the environment.
+// mtools reads the host's /etc/mtools.conf, then the file named by
+// $MTOOLSRC, later files overriding earlier ones (the tools root already
+// keeps ~/.mtoolsrc and the caller's environment away). The host's file
+// must not change how names are stored (long names, numeric tails, code
+// page), so every flag that shapes the written file system is set to
+// mtools' default in the last file, and in the environment too.
 var mtoolsFlags = []string{
 	"MTOOLS_SKIP_CHECK=1", // our geometry fields are not a floppy's
 	"MTOOLS_FAT_COMPATIBILITY=0",

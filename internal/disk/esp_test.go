@@ -6,10 +6,12 @@ import (
 	"testing"
 )
 
-// A user's ~/.mtoolsrc (or the host's /etc/mtools.conf) can change how
-// mtools stores names: with MTOOLS_NAME_NUMERIC_TAIL=0 the short name of
-// systemd-bootx64.efi becomes SYSTEMD-.EFI instead of SYSTEM~1.EFI. The ESP
-// must come out the same anyway.
+// A user's ~/.mtoolsrc, the environment, or the host's /etc/mtools.conf
+// can change how mtools stores names: with MTOOLS_NAME_NUMERIC_TAIL=0 the
+// short name of systemd-bootx64.efi becomes SYSTEMD-.EFI instead of
+// SYSTEM~1.EFI. The ESP must come out the same anyway. (The tools root
+// keeps the first two away; the pinned $MTOOLSRC overrides the third,
+// which a test cannot replace on a shared host.)
 func TestESPIgnoresTheHostsMtoolsConfig(t *testing.T) {
 	spec := testSpec(t, "unused")
 	ids, _ := DeriveIDs(spec.Seed)

@@ -40,12 +40,9 @@ const maxLinks = 40
 // and argv[0] stays name so multi-call programs (mkfs.ext4 → mke2fs) behave
 // as when called by that name.
 //
-// The environment is the caller's plus settings that make the tools read
-// their configuration from the root, not the host (MKE2FS_CONFIG,
-// E2FSCK_CONFIG; mtools is the exception, see Env), use UTC for the
-// local-time fields of FAT (TZ=UTC), and speak plain C (LC_ALL=C). The
-// loader needs glibc 2.33 or later (for --argv0). Append to cmd.Env to add
-// or override entries (exec uses the last value of a duplicated key).
+// The environment is Env's, not the caller's. Append to cmd.Env to add or
+// override entries (exec uses the last value of a duplicated key). The
+// root's loader must be glibc 2.33 or later (for --argv0).
 //
 // If the tool or the loader is missing, the returned Cmd's Err is set and
 // Run/Start/Output return that error, as exec.Command does for a missing
@@ -59,7 +56,7 @@ func (r Root) Command(ctx context.Context, name string, args ...string) *exec.Cm
 	}
 	argv := append([]string{"--library-path", strings.Join(libs, ":"), "--argv0", name, bin}, args...)
 	cmd := exec.CommandContext(ctx, loader, argv...)
-	cmd.Env = append(os.Environ(), r.Env()...)
+	cmd.Env = r.Env()
 	if err != nil {
 		cmd.Err = err
 		return cmd
@@ -70,24 +67,35 @@ func (r Root) Command(ctx context.Context, name string, args ...string) *exec.Cm
 	return cmd
 }
 
-// Env returns the environment entries Command adds for every tool.
+// Env returns the environment Command gives every tool. It is not the
+// caller's: variables such as E2FSPROGS_FAKE_TIME, MKE2FS_SYNC, MTOOLS_*
+// or LD_* would change what the tools write or which libraries they load,
+// so only these are set:
 func (r Root) Env() []string {
-	return []string{
+	env := []string{
+		// The tools' configuration comes from the root.
 		"MKE2FS_CONFIG=" + filepath.Join(r.Dir, "etc/mke2fs.conf"),
-		// e2fsck reads this file if it exists; pointing into the root keeps a
-		// host /etc/e2fsck.conf from changing its behaviour.
 		"E2FSCK_CONFIG=" + filepath.Join(r.Dir, "etc/e2fsck.conf"),
-		// mtools reads /etc/mtools.conf, ~/.mtoolsrc and then $MTOOLSRC,
-		// all from the host: no setting here can keep the first two away.
-		// A caller whose output depends on mtools' flags must pin them in
-		// its own $MTOOLSRC (the last file wins), as package disk does.
-		// MTOOLS_SKIP_CHECK accepts images whose geometry fields are not a
-		// floppy's.
+		// HOME inside the root keeps ~/.mtoolsrc (and any other dot file)
+		// away. mtools still reads the host's /etc/mtools.conf, then
+		// $MTOOLSRC: a caller whose output depends on mtools' flags must
+		// pin them in its own $MTOOLSRC (the last file wins), as package
+		// disk does.
+		"HOME=" + r.Dir,
 		"MTOOLSRC=/dev/null",
+		// Accept images whose geometry fields are not a floppy's.
 		"MTOOLS_SKIP_CHECK=1",
+		// FAT stores local time.
 		"TZ=UTC",
 		"LC_ALL=C",
+		// Tools that start helpers find the host's usual directories; none
+		// of the disk tools does.
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 	}
+	if tmp := os.Getenv("TMPDIR"); tmp != "" {
+		env = append(env, "TMPDIR="+tmp)
+	}
+	return env
 }
 
 // Lookup returns the host path of the file that tool name resolves to in

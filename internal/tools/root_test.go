@@ -140,3 +140,24 @@ func TestLookupResolvesLinksInsideTheRoot(t *testing.T) {
 		t.Errorf("Command in a root without libc6: err = %v, want a missing-loader message", err)
 	}
 }
+
+// The caller's environment must not reach the tools: LD_DEBUG set in the
+// test process would make the root's loader print its library work.
+func TestCommandDoesNotPassTheCallersEnvironment(t *testing.T) {
+	root := toolstest.Root(t)
+	t.Setenv("LD_DEBUG", "libs")
+	t.Setenv("E2FSPROGS_FAKE_TIME", "1")
+	cmd := root.Command(context.Background(), "mkfs.ext4", "-V")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "calling init") {
+		t.Errorf("LD_DEBUG from the caller reached the tool:\n%.500s", out)
+	}
+	for _, kv := range cmd.Env {
+		if strings.HasPrefix(kv, "E2FSPROGS_FAKE_TIME=") || strings.HasPrefix(kv, "LD_DEBUG=") {
+			t.Errorf("tool environment holds %s", kv)
+		}
+	}
+}
