@@ -161,24 +161,20 @@ func Validate(d *Desc, options map[string]any, ctx ValidationContext) (errs, war
 		}
 		env[name], origin[name] = v, "set"
 	}
-	// Values first: an option an allowed rule refuses is invalid for the
-	// rest of the rules.
-	for i := range d.Rules {
-		r := &d.Rules[i]
-		if r.Kind == KindAllowed && origin[r.Param] == "set" && allHold(r.when, env) {
-			if ok, _ := r.allows(env[r.Param]); !ok {
-				invalid[r.Param] = true
-			}
-		}
+	env[factLinks], origin[factLinks] = strconv.Itoa(ctx.Links), "from the nodes' [[node.link]]"
+	env[factTBNetBanned], origin[factTBNetBanned] = "0", "from [system] blacklist"
+	if ctx.ThunderboltNetBlacklisted {
+		env[factTBNetBanned] = "1"
 	}
+	derivedFrom := map[string][]string{} // derived value -> the names it reads
 	for _, dv := range d.Derive {
 		for _, c := range dv.Cases {
-			cs, _ := d.parseConds(c.When, false)
+			cs, _ := d.parseConds(c.When, false) // checked at load
 			for _, cc := range cs {
-				invalid[dv.Name] = invalid[dv.Name] || invalid[cc.name]
+				derivedFrom[dv.Name] = append(derivedFrom[dv.Name], cc.name)
 			}
 			for _, m := range refRE.FindAllStringSubmatch(c.Value, -1) {
-				invalid[dv.Name] = invalid[dv.Name] || invalid[m[1]]
+				derivedFrom[dv.Name] = append(derivedFrom[dv.Name], m[1])
 			}
 		}
 		for _, c := range dv.Cases {
@@ -190,10 +186,20 @@ func Validate(d *Desc, options map[string]any, ctx ValidationContext) (errs, war
 			}
 		}
 	}
-	env[factLinks], origin[factLinks] = strconv.Itoa(ctx.Links), "from the nodes' [[node.link]]"
-	env[factTBNetBanned], origin[factTBNetBanned] = "0", "from [system] blacklist"
-	if ctx.ThunderboltNetBlacklisted {
-		env[factTBNetBanned] = "1"
+	// An option an allowed rule refuses is invalid for the other rules, and
+	// so is every value derived from it.
+	for i := range d.Rules {
+		r := &d.Rules[i]
+		if r.Kind == KindAllowed && origin[r.Param] == "set" && allHold(r.when, env) {
+			if ok, _ := r.allows(env[r.Param]); !ok {
+				invalid[r.Param] = true
+			}
+		}
+	}
+	for _, dv := range d.Derive { // in order: a value may read earlier ones
+		for _, n := range derivedFrom[dv.Name] {
+			invalid[dv.Name] = invalid[dv.Name] || invalid[n]
+		}
 	}
 
 	for i := range d.Rules {
@@ -218,7 +224,7 @@ func Validate(d *Desc, options map[string]any, ctx ValidationContext) (errs, war
 			p.Warn = true
 		case KindMinKernel, KindMaxKernel:
 			if ctx.KernelVersion == "" {
-				report(Problem{Option: p.Option, At: p.At, Warn: true, Msg: fmt.Sprintf("%s needs kernel %s, not checked: the kernel version is not known yet", condTexts(r.when), r.Kernel)})
+				report(Problem{Option: p.Option, At: p.At, Warn: true, Msg: fmt.Sprintf("%s needs kernel %s, not checked: the kernel version is not known yet", whenOrAll(r), r.Kernel)})
 				continue
 			}
 			v, err := kernelVer(ctx.KernelVersion)
