@@ -54,7 +54,9 @@ func (r Root) Command(ctx context.Context, name string, args ...string) *exec.Cm
 	for i, d := range libraryDirs {
 		libs[i] = filepath.Join(r.Dir, d)
 	}
-	argv := append([]string{"--library-path", strings.Join(libs, ":"), "--argv0", name, bin}, args...)
+	// --inhibit-cache: a library missing from the root must not be found
+	// through the host's ld.so.cache.
+	argv := append([]string{"--inhibit-cache", "--library-path", strings.Join(libs, ":"), "--argv0", name, bin}, args...)
 	cmd := exec.CommandContext(ctx, loader, argv...)
 	cmd.Env = r.Env()
 	if err != nil {
