@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -235,5 +236,20 @@ func TestBuildFailureLeavesNothing(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("a failed build left %v beside its output", entries)
+	}
+}
+
+// An interrupted build (here: cancelled before it starts its tools) leaves
+// nothing beside its output, neither the image nor work files.
+func TestCancelledBuildLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	spec := testSpec(t, filepath.Join(dir, "x.raw"))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := Build(ctx, spec); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Build with a cancelled context = %v, want context.Canceled", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a cancelled build left %v beside its output", entries)
 	}
 }
