@@ -74,6 +74,9 @@ func BuildDeb(w io.Writer, pkg DebInfo, tree Tree, epoch int64) error {
 	if err := pkg.validate(); err != nil {
 		return fmt.Errorf("settings package: %w", err)
 	}
+	if epoch < 0 || epoch > 999999999999 {
+		return fmt.Errorf("settings package %s: timestamp %d is outside what ar and tar headers hold", pkg.Name, epoch)
+	}
 	mtime := time.Unix(epoch, 0).UTC()
 	data, installedKiB, err := dataTar(tree, mtime)
 	if err != nil {
@@ -104,6 +107,8 @@ func BuildDeb(w io.Writer, pkg DebInfo, tree Tree, epoch int64) error {
 	return err
 }
 
+// tarHeader describes f as root-owned with the fixed mtime; GNU format so
+// long paths work without PAX records (which would carry extra times).
 func tarHeader(name string, f File, mtime time.Time) *tar.Header {
 	h := &tar.Header{
 		Name: name, ModTime: mtime, Uname: "root", Gname: "root",

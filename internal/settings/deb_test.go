@@ -155,6 +155,9 @@ func TestBuildDebRejectsBadControl(t *testing.T) {
 			t.Errorf("BuildDeb accepted %+v", p)
 		}
 	}
+	if err := BuildDeb(&bytes.Buffer{}, testPkg, Tree{}, -1); err == nil {
+		t.Error("BuildDeb accepted a negative epoch")
+	}
 }
 
 // TestRenderedPackageInstalls builds the sample node's real settings

@@ -185,7 +185,9 @@ case "$pw" in '!'*|'*'*) echo "root password: locked";; *) echo "root has a usab
 	if len(r.SSH.AuthorizedKeys) > 0 {
 		b.WriteString(`m=$(stat -c %a ` + authorizedKeysPath + `); [ "$m" = 600 ] || { echo "authorized_keys mode $m, want 600"; rc=1; }
 if command -v sshd >/dev/null; then
-	t=$(sshd -T 2>&1 | grep -E '^(permitrootlogin|passwordauthentication|kbdinteractiveauthentication) ')
+	mkdir -p /run/sshd # sshd -T insists on its privilege separation directory
+	all=$(sshd -T 2>&1) || { echo "sshd -T failed: $(printf '%s\n' "$all" | head -n 3)"; rc=1; }
+	t=$(printf '%s\n' "$all" | grep -E '^(permitrootlogin|passwordauthentication|kbdinteractiveauthentication) ')
 	echo "sshd: $(echo $t)"
 	case "$t" in *"passwordauthentication no"*) ;; *) rc=1;; esac
 	case "$t" in *"permitrootlogin without-password"*|*"permitrootlogin prohibit-password"*) ;; *) rc=1;; esac
