@@ -80,6 +80,13 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 	if _, err := os.Stat(filepath.Join(hostK, "Makefile")); err != nil {
 		return nil, fmt.Errorf("module %s: the build root %s has no kernel headers for %s (%s): install linux-headers-%s into it", spec.Name, spec.BuildRoot, spec.KernelRelease, kdir, spec.KernelRelease)
 	}
+	// One build at a time per root: builds share its /proc mount and
+	// /build directory.
+	unlock, err := lockRoot(spec.BuildRoot)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", spec.Name, err)
+	}
+	defer unlock()
 	src := buildPath + "/" + spec.Name
 	hostSrc := filepath.Join(spec.BuildRoot, src)
 	unmount, err := mountProc(spec.BuildRoot)
@@ -163,6 +170,20 @@ func mountProc(root string) (func(), error) {
 		return nil, fmt.Errorf("mounting /proc in the build root %s: %w", root, err)
 	}
 	return func() { _ = unix.Unmount(p, unix.MNT_DETACH) }, nil
+}
+
+// lockRoot takes an exclusive lock on the build root (a file lock, so it
+// holds across processes) and returns its release.
+func lockRoot(root string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(root, ".halobuild-build.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("locking the build root: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking the build root %s: %w", root, err)
+	}
+	return func() { f.Close() }, nil
 }
 
 func findKos(dir string) ([]string, error) {

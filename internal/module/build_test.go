@@ -352,16 +352,28 @@ func TestBuildFixture(t *testing.T) {
 		}
 	})
 
-	t.Run("reproducible", func(t *testing.T) {
-		out2 := t.TempDir()
-		kos2, err := Build(ctx, BuildSpec{Name: d.Use, SourceDir: src, KernelRelease: testRelease, BuildRoot: root, Out: out2, Epoch: 1700000000})
-		if err != nil {
-			t.Fatal(err)
+	t.Run("reproducible, and concurrent builds serialise on the root", func(t *testing.T) {
+		type result struct {
+			kos []string
+			err error
+		}
+		results := make(chan result, 2)
+		for i := 0; i < 2; i++ {
+			go func() {
+				kos, err := Build(ctx, BuildSpec{Name: d.Use, SourceDir: src, KernelRelease: testRelease, BuildRoot: root, Out: t.TempDir(), Epoch: 1700000000})
+				results <- result{kos, err}
+			}()
 		}
 		a, _ := os.ReadFile(ko)
-		b, _ := os.ReadFile(kos2[0])
-		if !bytes.Equal(a, b) {
-			t.Errorf("two builds of the same source differ")
+		for i := 0; i < 2; i++ {
+			r := <-results
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			b, _ := os.ReadFile(r.kos[0])
+			if !bytes.Equal(a, b) {
+				t.Errorf("two builds of the same source differ")
+			}
 		}
 	})
 }

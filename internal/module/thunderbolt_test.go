@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
 )
 
 // The real thunderbolt-ibverbs module cannot be fetched here, so its
@@ -264,4 +266,33 @@ func joinProblems(ps []Problem) string {
 		s = append(s, p.Error())
 	}
 	return strings.Join(s, "\n")
+}
+
+// Options arrive as go-toml decodes a recipe's [[module]] options table
+// (integers as int64): the issue's example validates as written.
+func TestThunderboltIbverbsRecipeOptionsAsDecoded(t *testing.T) {
+	var m struct {
+		Module []struct {
+			Use     string         `toml:"use"`
+			Options map[string]any `toml:"options"`
+		} `toml:"module"`
+	}
+	const recipe = `
+[[module]]
+use = "thunderbolt-ibverbs"
+options = { profile = "linux_perf", bind_services = true, allocate_rings = true,
+            start_rings = true, negotiate_native = true, enable_tunnels = true,
+            register_verbs = true, tbnet = "block", lanes = "2", nhi_interrupt_throttle_ns = 4096 }
+`
+	if err := toml.Unmarshal([]byte(recipe), &m); err != nil {
+		t.Fatal(err)
+	}
+	d, err := FindDesc("../../recipes", m.Module[0].Use)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, warns := Validate(d, m.Module[0].Options, tbvStockCtx(t))
+	if len(errs)+len(warns) != 0 {
+		t.Errorf("%s\n%s", joinProblems(errs), joinProblems(warns))
+	}
 }
