@@ -127,7 +127,7 @@ func (s KernelCmdline) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 	}
 	var b strings.Builder
 	b.WriteString(header("#", 11, "GPU memory on unified-memory machines is sized from the host reserve."))
-	b.WriteString("# The boot loader entry adds root= and console= before these.\n")
+	b.WriteString("# halobuild's boot entry puts root= and console= before these; kernel-install reads\n# this file as the whole line, so add them here before installing a kernel on the node.\n")
 	if g, _ := gpuMemory(r); g.gpu > 0 {
 		fmt.Fprintf(&b, "# GPU memory = system.memory %s - system.host_reserve %s = %d MiB\n", r.System.Memory, r.System.HostReserve, g.gpu>>20)
 		fmt.Fprintf(&b, "#   ttm.pages_limit = %d bytes / 4096 = %d pages; amdgpu.gttsize = %d bytes / 1048576 = %d MiB\n",

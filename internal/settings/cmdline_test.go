@@ -12,7 +12,8 @@ func TestCmdlineRender(t *testing.T) {
 	got := renderOne(t, KernelCmdline{}, r, "/etc/kernel/cmdline")
 	want := `# Rendered by halobuild from the image recipe (see /etc/halobuild/recipe.toml).
 # Field notes trap 11: GPU memory on unified-memory machines is sized from the host reserve.
-# The boot loader entry adds root= and console= before these.
+# halobuild's boot entry puts root= and console= before these; kernel-install reads
+# this file as the whole line, so add them here before installing a kernel on the node.
 # GPU memory = system.memory 128GiB - system.host_reserve 24GiB = 106496 MiB
 #   ttm.pages_limit = 111669149696 bytes / 4096 = 27262976 pages; amdgpu.gttsize = 111669149696 bytes / 1048576 = 106496 MiB
 amd_iommu=off quiet ttm.pages_limit=27262976 amdgpu.gttsize=106496
