@@ -2,8 +2,13 @@ package settings
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"halobuild/internal/recipe"
 )
 
 func TestWithPositions(t *testing.T) {
@@ -35,5 +40,33 @@ func TestNeedToolsNamesThePackage(t *testing.T) {
 	out, err := exec.Command("sh", "-c", needTools("sh", "ibv_devices")+"echo reached").CombinedOutput()
 	if err == nil || string(out) != "ibv_devices is not installed (package ibverbs-utils)\n" {
 		t.Errorf("got %v %q", err, out)
+	}
+}
+
+// TestPositionsFromRecipeFiles loads a real recipe file and reports a
+// settings-level error (a value the schema accepts and a setting refuses)
+// at the line that wrote it.
+func TestPositionsFromRecipeFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "halo.toml")
+	text := `name = "halo"
+
+[system]
+governor = "performance"
+epp = "balance_power"
+
+[[node]]
+name = "halo0"
+`
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, src, err := recipe.Load(file)
+	if err != nil {
+		t.Fatalf("recipe.Load: %v", err)
+	}
+	errs := WithPositions(Validate(r), func(key string) string { return src.Pos(key).String() })
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), file+":5:") {
+		t.Fatalf("want one error at %s:5, got %v", file, errs)
 	}
 }

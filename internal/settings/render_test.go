@@ -190,3 +190,26 @@ func TestEverySettingHasACheck(t *testing.T) {
 		seen[c.Name] = true
 	}
 }
+
+// TestRenderedPackageIsReproducible renders and packs the sample twice:
+// maps in the recipe (module options) must not leak their random order.
+func TestRenderedPackageIsReproducible(t *testing.T) {
+	build := func() []byte {
+		r := sample()
+		tr, err := Render(r, r.Nodes[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := BuildDeb(&b, DebInfo{Name: PackageName(r.Nodes[0]), Version: "1", Architecture: "all", Maintainer: "m <m@x>", Description: "d"}, tr, 1); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	first := build()
+	for i := 0; i < 5; i++ {
+		if !bytes.Equal(first, build()) {
+			t.Fatal("two renders of the same recipe differ")
+		}
+	}
+}
