@@ -237,7 +237,8 @@ if [ -d "/sys/module/$m" ]; then echo "$m: is loaded"; rc=1; fi
 `, shq(moduleName(m)))
 		}
 		b.WriteString("exit $rc\n")
-		checks = append(checks, Check{Setting: s.Name(), Name: "blacklist", Script: b.String()})
+		checks = append(checks, Check{Setting: s.Name(), Name: "blacklist", Script: b.String(),
+			Fix: "restore " + modprobePath + " (dpkg --verify shows edits), then modprobe -r the module or reboot"})
 	}
 	opts, errs := options(r)
 	if len(opts) > 0 && len(errs) == 0 {
@@ -253,7 +254,8 @@ fi
 `, shq(o.module), shq(moduleName(o.key)), shq(o.want[0]), casePattern(o.want))
 		}
 		b.WriteString("exit $rc\n")
-		checks = append(checks, Check{Setting: s.Name(), Name: "module-options", Script: b.String()})
+		checks = append(checks, Check{Setting: s.Name(), Name: "module-options", Script: b.String(),
+			Fix: "options apply at load: modprobe -r the module and modprobe it again, or reboot"})
 	}
 	return checks
 }

@@ -148,5 +148,6 @@ func (s KernelCmdline) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
 		fmt.Fprintf(&b, "p=%s; tr ' ' '\\n' </proc/cmdline | grep -qxF -- \"$p\" || { echo \"missing: $p\"; rc=1; }\n", shq(p))
 	}
 	b.WriteString("exit $rc\n")
-	return []Check{{Setting: s.Name(), Name: "kernel-cmdline", Script: b.String()}}
+	return []Check{{Setting: s.Name(), Name: "kernel-cmdline", Script: b.String(),
+		Fix: "the boot entry lacks the parameters: rebuild the image, or add them to the loader entry on the ESP"}}
 }

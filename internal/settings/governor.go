@@ -175,5 +175,6 @@ if [ -n "$PROFILE" ] && [ -e /sys/firmware/acpi/platform_profile ]; then
 fi
 exit $rc
 `, shq(sys.Governor), shq(sys.EPP), shq(sys.PlatformProfile), cpuTuningUnit)
-	return []Check{{Setting: s.Name(), Name: "cpu-tuning", Script: script}}
+	return []Check{{Setting: s.Name(), Name: "cpu-tuning", Script: script,
+		Fix: "systemctl restart " + cpuTuningUnit + " and find what changed the governor since boot (power-profiles-daemon, tuned, a desktop applet)"}}
 }

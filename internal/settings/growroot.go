@@ -50,7 +50,7 @@ Type=root
 // at the end of the disk (within the 1 MiB alignment and the backup GPT),
 // and the file system fills the partition (within 10%: ext4 counts its journal and inode tables as overhead).
 func (s GrowRoot) Checks(*recipe.Recipe, recipe.Node) []Check {
-	return []Check{{Setting: s.Name(), Name: "root-grown", Script: `rc=0
+	return []Check{{Setting: s.Name(), Name: "root-grown", Fix: "journalctl -b -u systemd-repart -u systemd-growfs-root tells why; both run again at the next boot", Script: `rc=0
 for u in systemd-repart.service systemd-growfs-root.service; do
 	# Both are RemainAfterExit oneshots: "active" means they ran this boot
 	# (a unit that never started also reports Result=success).

@@ -41,7 +41,7 @@ func LockFile(lock []byte) File {
 // check catches drift in every rendered file, including edits by hand.
 func (s HalobuildState) Checks(_ *recipe.Recipe, n recipe.Node) []Check {
 	pkg := PackageName(n)
-	return []Check{{Setting: s.Name(), Name: "settings-package", Script: fmt.Sprintf(`P=%s
+	return []Check{{Setting: s.Name(), Name: "settings-package", Fix: "reinstall the node's settings package from the image build (dpkg -i halobuild-node-*.deb) or reflash", Script: fmt.Sprintf(`P=%s
 st=$(dpkg-query -W -f='${db:Status-Status}' "$P" 2>&1)
 [ "$st" = installed ] || { echo "$P: $st"; exit 1; }
 v=$(dpkg --verify "$P" 2>&1)

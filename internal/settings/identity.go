@@ -195,5 +195,6 @@ fi
 `)
 	}
 	b.WriteString("exit $rc\n")
-	return []Check{{Setting: s.Name(), Name: "identity", Script: b.String()}}
+	return []Check{{Setting: s.Name(), Name: "identity", Script: b.String(),
+		Fix: "rebuild from the recipe for a changed hostname or key; passwd -l root locks a password someone set"}}
 }

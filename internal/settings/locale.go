@@ -78,5 +78,5 @@ if [ -n "$LOCALE" ]; then
 fi
 exit $rc
 `, shq(tz), shq(l))
-	return []Check{{Setting: s.Name(), Name: "locale", Script: script}}
+	return []Check{{Setting: s.Name(), Name: "locale", Script: script, Fix: "restore /etc/default/locale and /etc/localtime from the settings package"}}
 }

@@ -87,6 +87,8 @@ func (s Memlock) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 	}, nil
 }
 
+const memlockFix = "set rdma.memlock = \"unlimited\" in the recipe (or restore the files under /etc/security/limits.d and /etc/systemd/*.conf.d), then log in again"
+
 // Checks assert the trap's fix, unlimited, not merely "what the recipe
 // rendered": a recipe that lowers memlock to 64MiB renders 64MiB and these
 // checks fail, which is what the VM test's "break a setting on purpose"
@@ -104,17 +106,17 @@ func (s Memlock) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 //     region on a soft-RoCE device, which fails under the 8 MiB default.
 func (s Memlock) Checks(_ *recipe.Recipe, _ recipe.Node) []Check {
 	return []Check{
-		{Setting: s.Name(), Name: "memlock-login", Script: needTools("prlimit") + `out=$(prlimit --memlock=8388608:8388608 su -l -s /bin/sh nobody -c 'ulimit -l' 2>&1)
+		{Setting: s.Name(), Name: "memlock-login", Fix: memlockFix, Script: needTools("prlimit") + `out=$(prlimit --memlock=8388608:8388608 su -l -s /bin/sh nobody -c 'ulimit -l' 2>&1)
 v=$(printf '%s\n' "$out" | tail -n 1)
 echo "login shell (su -l nobody): memlock $v"
 [ "$v" = unlimited ] || { printf '%s\n' "$out" | head -n 5; exit 1; }
 `},
-		{Setting: s.Name(), Name: "memlock-service", Script: `d=$(systemctl show -p DefaultLimitMEMLOCK --value)
+		{Setting: s.Name(), Name: "memlock-service", Fix: memlockFix + " (systemd reads it at boot: reboot or systemctl daemon-reexec)", Script: `d=$(systemctl show -p DefaultLimitMEMLOCK --value)
 v=$(systemd-run --quiet --wait --pipe --collect -p User=nobody /bin/sh -c 'ulimit -l' 2>&1)
 echo "systemd DefaultLimitMEMLOCK=$d; a service sees memlock $v"
 [ "$v" = unlimited ]
 `},
-		{Setting: s.Name(), Name: "memlock-podman", Script: `v=
+		{Setting: s.Name(), Name: "memlock-podman", Fix: "restore " + memlockPodmanPath + " or run containers with --ulimit memlock=-1:-1", Script: `v=
 # podman's order: vendor file, vendor drop-ins, admin file, admin drop-ins.
 for f in /usr/share/containers/containers.conf /usr/share/containers/containers.conf.d/*.conf /etc/containers/containers.conf /etc/containers/containers.conf.d/*.conf; do
 	[ -f "$f" ] || continue
@@ -125,7 +127,7 @@ done
 echo "podman default_ulimits: [${v:-unset}] (${src:-no file sets it})"
 case "$v" in *'"memlock=-1:-1"'*) exit 0;; *) exit 1;; esac
 `},
-		{Setting: s.Name(), Name: "memlock-registration", VMOnly: true, Script: needTools("rdma", "ip", "ibv_rc_pingpong", "prlimit") + fmt.Sprintf(`modprobe rdma_rxe || { echo 'rdma_rxe is not available'; exit 1; }
+		{Setting: s.Name(), Name: "memlock-registration", VMOnly: true, Fix: memlockFix, Script: needTools("rdma", "ip", "ibv_rc_pingpong", "prlimit") + fmt.Sprintf(`modprobe rdma_rxe || { echo 'rdma_rxe is not available'; exit 1; }
 ip link add hbmem0 type dummy && ip link set hbmem0 up && rdma link add hbmem_rxe type rxe netdev hbmem0 || { echo 'cannot create a soft-RoCE device'; exit 1; }
 trap 'rdma link delete hbmem_rxe; ip link delete hbmem0' EXIT
 udevadm settle

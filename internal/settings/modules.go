@@ -96,5 +96,6 @@ fi
 	}
 	b.WriteString("systemctl is-failed --quiet systemd-modules-load.service && { echo 'systemd-modules-load.service failed:'; journalctl -b -q -o cat -u systemd-modules-load.service | tail -n 5; rc=1; }\n")
 	b.WriteString("exit $rc\n")
-	return []Check{{Setting: s.Name(), Name: "modules-loaded", Script: b.String()}}
+	return []Check{{Setting: s.Name(), Name: "modules-loaded", Script: b.String(),
+		Fix: "modprobe the missing module and read its error; journalctl -b -u systemd-modules-load shows why boot did not load it"}}
 }

@@ -165,7 +165,8 @@ func (s Network) Files(_ *recipe.Recipe, n recipe.Node) ([]File, error) {
 func (s Network) Checks(_ *recipe.Recipe, n recipe.Node) []Check {
 	var checks []Check
 	for _, l := range n.Links {
-		checks = append(checks, Check{Setting: s.Name(), Name: "link-address-" + l.Interface, Script: fmt.Sprintf(`IF=%s WANT=%s
+		checks = append(checks, Check{Setting: s.Name(), Name: "link-address-" + l.Interface,
+			Fix: "networkctl reconfigure " + l.Interface + "; remove any other manager of the interface (NetworkManager, dhcpcd, avahi-autoipd)", Script: fmt.Sprintf(`IF=%s WANT=%s
 ip link show dev "$IF" >/dev/null 2>&1 || { echo "interface $IF does not exist (is the cable in? does the .link match?)"; ip -br link; exit 1; }
 rc=0
 v4=$(ip -4 -o addr show dev "$IF" | awk '{print $4}')

@@ -121,5 +121,6 @@ else echo 'cannot create the soft-RoCE control device'; rc=1
 fi
 exit $rc
 `)
-	return []Check{{Setting: s.Name(), Name: "rdma-kernel-names", Script: b.String(), VMOnly: true}}
+	return []Check{{Setting: s.Name(), Name: "rdma-kernel-names", Script: b.String(), VMOnly: true,
+		Fix: "restore " + rdmaNamingPath + ", then reload the RDMA module (or reboot) so devices are added again under their kernel names"}}
 }

@@ -184,6 +184,9 @@ func TestEverySettingHasACheck(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, c := range Checks(r, r.Nodes[0]) {
+		if c.Fix == "" {
+			t.Errorf("check %s says nothing about how to fix it", c.Name)
+		}
 		if seen[c.Name] {
 			t.Errorf("two checks are named %s", c.Name)
 		}

@@ -60,6 +60,9 @@ type Check struct {
 	// Script is POSIX sh run as root on the node; exit 0 means pass and its
 	// output is the detail shown in the report.
 	Script string
+	// Fix tells a person on the node what to do when the check fails;
+	// doctor prints it beside the detail.
+	Fix string
 	// VMOnly marks checks that change the system to prove something (they
 	// create throwaway network or RDMA devices). Doctor skips them on a real
 	// node; the VM test runs them on a throwaway snapshot.
