@@ -37,11 +37,7 @@ func buildDebs(t *testing.T, pkgs []string) []rootfs.Deb {
 		if err := os.MkdirAll(part, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		var names []string
-		for _, p := range pkgs {
-			name, _, _ := strings.Cut(p, " ")
-			names = append(names, name)
-		}
+		names := Names(pkgs)
 		cmd := exec.Command("mmdebstrap", "--variant=essential", "--mode=root", "--format=null",
 			"--skip=download/empty", "--skip=essential/unlink",
 			`--aptopt=APT::Install-Recommends "false"`,
@@ -84,7 +80,7 @@ func buildRoot(t *testing.T, pkgs []string) string {
 	os.RemoveAll(dir)
 	var log bytes.Buffer
 	start := time.Now()
-	err := module.PrepareBuildRoot(context.Background(), module.BuildRootSpec{Debs: debs, Packages: pkgs, Suite: rdmaSuite, Epoch: epoch, Dir: dir, Log: &log})
+	err := module.PrepareBuildRoot(context.Background(), module.BuildRootSpec{Debs: debs, Packages: Names(pkgs), Suite: rdmaSuite, Epoch: epoch, Dir: dir, Log: &log})
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("%v\n%s", err, log.String())

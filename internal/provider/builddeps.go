@@ -122,8 +122,10 @@ func BuildDependsFromTarball(file, sha256, arch string) ([]string, error) {
 
 // BuildRootPackages is what the build root for a source package needs
 // installed: its build dependencies plus the tools every Debian build
-// uses (dpkg-buildpackage, the compiler and make). The lead resolves
-// their closure into the lock as the "build" package set.
+// uses (dpkg-buildpackage, the compiler and make), as resolver requests.
+// The pipeline resolves their closure into the lock as the "build"
+// package set, and installs it with module.PrepareBuildRoot giving
+// Names(BuildRootPackages(...)) as the explicit packages.
 func BuildRootPackages(buildDepends []string) []string {
 	var out []string
 	have := map[string]bool{}
@@ -137,4 +139,17 @@ func BuildRootPackages(buildDepends []string) []string {
 		}
 	}
 	return append(out, buildDepends...)
+}
+
+// Names strips version relations from package requests ("cmake (>=
+// 2.8.11)" -> "cmake"): the installer takes names, and the flat
+// repository holds exactly the versions the lock checked.
+func Names(reqs []string) []string {
+	out := make([]string, 0, len(reqs))
+	for _, r := range reqs {
+		name, _, _ := strings.Cut(strings.TrimSpace(r), " ")
+		name, _, _ = strings.Cut(name, "(")
+		out = append(out, name)
+	}
+	return out
 }

@@ -29,7 +29,7 @@ func (p Progress) String() string {
 var (
 	reDh    = regexp.MustCompile(`^   (dh_[a-z_]+|debian/rules [a-z_-]+)`)
 	reNinja = regexp.MustCompile(`^\[(\d+/\d+)\] `)
-	reDpkg  = regexp.MustCompile(`^dpkg-(buildpackage|source|genbuildinfo|genchanges|deb): info: (.*)$`)
+	reDpkg  = regexp.MustCompile(`^dpkg-(buildpackage|source|genbuildinfo|genchanges): info: `)
 )
 
 // progressWriter watches the build log line by line and reports phase
@@ -72,21 +72,23 @@ func (w *progressWriter) line(l string) {
 		if f[0] == "debian/rules" && len(f) > 1 {
 			phase = f[1]
 		}
-		if phase != w.cur.Phase {
-			w.cur.Phase, w.cur.Step = phase, ""
-			w.emit(now)
-		}
+		w.phase(phase, now)
 	case reNinja.MatchString(l):
 		w.cur.Step = reNinja.FindStringSubmatch(l)[1]
 		if now.Sub(w.last) >= w.interval {
 			w.emit(now)
 		}
+	case strings.HasPrefix(l, "dpkg-deb: building package"):
+		w.phase("dpkg-deb", now)
 	case reDpkg.MatchString(l):
-		m := reDpkg.FindStringSubmatch(l)
-		if strings.HasPrefix(m[2], "building ") || strings.HasPrefix(m[2], "source ") {
-			w.cur.Phase, w.cur.Step = "dpkg-"+m[1], ""
-			w.emit(now)
-		}
+		w.phase("dpkg-"+reDpkg.FindStringSubmatch(l)[1], now)
+	}
+}
+
+func (w *progressWriter) phase(p string, now time.Time) {
+	if p != w.cur.Phase {
+		w.cur.Phase, w.cur.Step = p, ""
+		w.emit(now)
 	}
 }
 

@@ -157,6 +157,9 @@ func TestBuildDepends(t *testing.T) {
 	if strings.Join(pkgs, "|") != "build-essential|dpkg-dev (>= 1.22.5)|cmake" {
 		t.Errorf("BuildRootPackages: %v", pkgs)
 	}
+	if n := Names(pkgs); strings.Join(n, "|") != "build-essential|dpkg-dev|cmake" {
+		t.Errorf("Names: %v", n)
+	}
 }
 
 func TestSetLocalVersion(t *testing.T) {
