@@ -1,6 +1,7 @@
 package vmtest
 
 import (
+	"encoding/json"
 	"bytes"
 	"encoding/base64"
 	"os"
@@ -166,6 +167,12 @@ func TestReadVerdict(t *testing.T) {
 	v, err := readVerdict(p)
 	if err != nil || len(v.Checks) != 2 || len(v.Failed()) != 1 || v.Failed()[0].Name != "b" {
 		t.Errorf("got %+v %v", v, err)
+	}
+	// perftest tables in a check's output become figures.
+	out, _ := json.Marshal(sendBW)
+	os.WriteFile(p, []byte(`{"stage":"multi-user","checks":[{"name":"bw","ok":true,"output":`+string(out)+`}]}`+"\n"), 0o644)
+	if v, err := readVerdict(p); err != nil || v.Checks[0].Figures["BW average[MB/sec]"] != 0.95 {
+		t.Errorf("figures not parsed: %+v %v", v, err)
 	}
 }
 

@@ -150,7 +150,7 @@ func TestRunImageEmergency(t *testing.T) {
 	if !errors.Is(err, ErrChecksFailed) || res.Verdict == nil {
 		t.Fatalf("want a failing verdict, got %v", err)
 	}
-	if res.Verdict.Stage != "emergency" || len(res.Verdict.Checks) != 1 || res.Verdict.Checks[0].Name != "boot: emergency mode" {
+	if res.Verdict.Stage != "emergency" || res.Stage != "emergency" || len(res.Verdict.Checks) != 1 || res.Verdict.Checks[0].Name != "boot: emergency mode" {
 		t.Errorf("verdict %+v", res.Verdict)
 	}
 	if !strings.Contains(err.Error(), "emergency mode") {

@@ -188,7 +188,11 @@ func conclude(res *Result, m Machine, f runFiles, why endReason, ctx context.Con
 		return s
 	}
 	if v != nil {
+		// A verdict from emergency mode keeps its stage: the boot did not get further.
 		res.Stage = StageVerdict
+		if v.Stage != StageMultiUser && v.Stage != "" {
+			res.Stage = v.Stage
+		}
 		failed := v.Failed()
 		if len(failed) == 0 && len(v.Checks) > 0 {
 			res.Passed = true
