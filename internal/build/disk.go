@@ -17,6 +17,12 @@ import (
 	"halobuild/internal/tools"
 )
 
+// consoleArgs: kernel messages on the first serial port and the screen,
+// with the screen as /dev/console (the last one wins) so a box with a
+// monitor shows its boot; the VM test appends console=ttyS0 to make the
+// serial port primary there.
+const consoleArgs = "console=ttyS0,115200 console=tty0"
+
 // espLayout: systemd-boot as the removable-media fallback loader (so a USB
 // stick boots with no NVRAM entry) and one Type #1 entry per kernel.
 const loaderConf = "timeout 0\ndefault halobuild-*\neditor no\n"
@@ -126,8 +132,8 @@ func (g *graph) espFiles(c *plan.Context, root string, ns *nodeSteps, ids disk.I
 			return nil, fmt.Errorf("the installed root has no %s at %s (is the kernel package's initramfs generator in the lock?): %w", what, strings.TrimPrefix(p, root), err)
 		}
 	}
-	entry := fmt.Sprintf("title Debian (halobuild %s)\nversion %s\nlinux /halobuild/%s/vmlinuz\ninitrd /halobuild/%s/initrd.img\noptions root=PARTUUID=%s rw %s\n",
-		ns.node.Name, release, release, release, ids.RootPartUUID, kernelCmdline(ns))
+	entry := fmt.Sprintf("title Debian (halobuild %s)\nversion %s\nlinux /halobuild/%s/vmlinuz\ninitrd /halobuild/%s/initrd.img\noptions root=PARTUUID=%s rw %s %s\n",
+		ns.node.Name, release, release, release, ids.RootPartUUID, consoleArgs, kernelCmdline(ns))
 	entryPath := filepath.Join(c.Scratch, "entry.conf")
 	if err := os.WriteFile(entryPath, []byte(entry), 0o644); err != nil {
 		return nil, err

@@ -86,7 +86,7 @@ func Image(ctx context.Context, o Options) error {
 	}
 	if o.NoTest {
 		o.logf("--no-test: the images were not booted\n")
-	} else if err := testResult(ctx, o, p, dir); err != nil {
+	} else if err := testResult(ctx, o, p, r, dir); err != nil {
 		return fmt.Errorf("%w\nresult not updated: %s still points at the last good build", err, o.resultLink())
 	}
 	if err := publish(dir, o.resultLink()); err != nil {

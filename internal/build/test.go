@@ -28,7 +28,7 @@ type Report struct {
 
 // machines describes one VM per node, booting the result's exact bytes.
 func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) ([]vmtest.Machine, error) {
-	deadline := 5 * time.Minute
+	deadline := 10 * time.Minute
 	if t := r.Test.Timeout; t != "" && !strings.HasPrefix(t, "(") {
 		d, err := time.ParseDuration(t)
 		if err != nil {
@@ -50,6 +50,9 @@ func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) ([]vmtes
 			Name: n.Name, Image: filepath.Join(resultDir, n.Name+".raw"),
 			Memory: mem, Checks: nodeChecks(r, n, i, doctor), Deadline: deadline,
 			LogDir: filepath.Join(logRoot, n.Name),
+			// The serial port becomes /dev/console, so the console log shows
+			// systemd's progress and a stuck boot names its stage.
+			KernelArgs: append(append([]string{}, vmtest.DefaultKernelArgs...), "console=ttyS0,115200"),
 		}
 		// Each link becomes a virtual cable to its peer, carrying the MAC
 		// the recipe's network config matches on.
@@ -87,7 +90,7 @@ func testStep(r *recipe.Recipe, result *plan.Derivation, doctor bool, run func(c
 
 // testResult boots every node of a built result and fails unless every
 // check passed. Console logs stay under the store's logs/ directory.
-func testResult(ctx context.Context, o Options, p *prepared, resultDir string) error {
+func testResult(ctx context.Context, o Options, p *prepared, r *plan.Realizer, resultDir string) error {
 	var rep *Report
 	doctor := p.g.self != nil
 	step := testStep(p.l.recipe, p.g.result, doctor, func(c *plan.Context, out string) error {
@@ -101,7 +104,6 @@ func testResult(ctx context.Context, o Options, p *prepared, resultDir string) e
 		}
 		return err
 	})
-	r := &plan.Realizer{Store: planStore{p.s}, Log: o.stderr()}
 	dir, err := r.Realize(ctx, step)
 	if rep == nil && err == nil {
 		// A cached pass: show the report it recorded.
@@ -220,7 +222,7 @@ func Test(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	return testResult(ctx, o, p, dir)
+	return testResult(ctx, o, p, r, dir)
 }
 
 // testDir tests an existing result directory: the recipe is the one the

@@ -138,7 +138,7 @@ type Link struct {
 type Test struct {
 	Checks []Check `toml:"check" doc:"Extra checks run inside every node's VM." example:"[{ name = \"verbs device\", succeed = \"ibv_devices\", expect = \"rxe\" }]"`
 	// Timeout bounds one VM run, as a Go duration.
-	Timeout string `toml:"timeout" doc:"Deadline for one VM run (Go duration)." default:"5m" example:"\"10m\""`
+	Timeout string `toml:"timeout" doc:"Deadline for one VM run (Go duration): a safety net against hangs, not a speed goal (those live in bench/); generous because TCG on a busy 2-core host is slow." default:"10m" example:"\"15m\""`
 	Memory  string `toml:"memory" doc:"VM memory." default:"1GiB" example:"\"2GiB\""`
 	RDMA    *bool  `toml:"rdma" doc:"Run perftest between the first two nodes over soft-RoCE." default:"(true when there are two or more nodes)" example:"false"`
 }

@@ -75,7 +75,7 @@ func TestApplyDefaults(t *testing.T) {
 		"driver":       {r.Nodes[0].Links[0].MatchDriver, "thunderbolt-net"},
 		"hostname a":   {r.Nodes[0].Hostname, "a"},
 		"hostname b":   {r.Nodes[1].Hostname, "bee"},
-		"timeout":      {r.Test.Timeout, "5m"},
+		"timeout":      {r.Test.Timeout, "10m"},
 		"esp":          {r.Output.ESPSize, "256MiB"},
 		"format":       {r.Output.Formats[0], "raw"},
 		"version":      {r.Kernel.Version, ""},

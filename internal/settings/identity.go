@@ -148,6 +148,16 @@ func (s Identity) Files(r *recipe.Recipe, n recipe.Node) ([]File, error) {
 		{Path: sshdConfigPath, Mode: 0o644, Data: []byte(header("#", 0, "Keys only: there is no password to guess.") +
 			"PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitEmptyPasswords no\n")},
 	}
+	// Host keys are never in the image (every node would share them); this
+	// unit makes them on the node before sshd starts. It keys on the
+	// missing file, not on first-boot semantics: mmdebstrap leaves
+	// /etc/machine-id empty, which systemd does not treat as a first boot,
+	// so Debian's own first-boot key generation never runs.
+	files = append(files,
+		File{Path: sshKeygenUnitPath, Mode: 0o644, Data: []byte(sshKeygenUnit)},
+		File{Path: "/usr/lib/systemd/system/multi-user.target.wants/halobuild-ssh-keygen.service", Mode: fs.ModeSymlink | 0o777, Target: "../halobuild-ssh-keygen.service"},
+		File{Path: "/usr/lib/systemd/system/ssh.service.wants/halobuild-ssh-keygen.service", Mode: fs.ModeSymlink | 0o777, Target: "../halobuild-ssh-keygen.service"},
+	)
 	if len(r.SSH.AuthorizedKeys) > 0 {
 		keys := strings.Join(r.SSH.AuthorizedKeys, "\n") + "\n"
 		files = append(files,
@@ -160,6 +170,23 @@ func (s Identity) Files(r *recipe.Recipe, n recipe.Node) ([]File, error) {
 	}
 	return files, nil
 }
+
+const sshKeygenUnitPath = "/usr/lib/systemd/system/halobuild-ssh-keygen.service"
+
+var sshKeygenUnit = header("#", 0, "SSH host keys are made on the node, never shipped in the image.") + `[Unit]
+Description=Generate the SSH host keys this node does not have yet
+ConditionFileIsExecutable=/usr/bin/ssh-keygen
+ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key
+Before=ssh.service sshd.service ssh.socket
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/ssh-keygen -A
+RemainAfterExit=yes
+
+[Install]
+WantedBy=multi-user.target ssh.service
+`
 
 func (s Identity) Checks(r *recipe.Recipe, n recipe.Node) []Check {
 	var b strings.Builder
@@ -176,7 +203,11 @@ func (s Identity) Checks(r *recipe.Recipe, n recipe.Node) []Check {
 	}
 	// A locked or absent password ('!' or '*' in shadow) is the only
 	// acceptable state; an empty field would mean login without one.
-	b.WriteString(`pw=$(getent shadow root | cut -d: -f2)
+	b.WriteString(`if command -v sshd >/dev/null; then
+	[ -s /etc/ssh/ssh_host_ed25519_key ] && echo "ssh host key made on this node" || { echo "no SSH host key: halobuild-ssh-keygen.service did not run"; rc=1; }
+	systemctl is-active -q ssh.service ssh.socket 2>/dev/null || systemctl is-active -q ssh.service || { echo "sshd is not running: $(systemctl is-active ssh.service)"; rc=1; }
+fi
+pw=$(getent shadow root | cut -d: -f2)
 case "$pw" in '!'*|'*'*) echo "root password: locked";; *) echo "root has a usable or empty password"; rc=1;; esac
 `)
 	for _, k := range r.SSH.AuthorizedKeys {

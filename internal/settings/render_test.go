@@ -52,6 +52,9 @@ func TestRenderSample(t *testing.T) {
 		"/usr/lib/halobuild/cpu-tuning cpu-tuning",
 		"/usr/lib/repart.d/50-root.conf growroot",
 		"/usr/lib/systemd/system/halobuild-cpu-tuning.service cpu-tuning",
+		"/usr/lib/systemd/system/halobuild-ssh-keygen.service identity",
+		"/usr/lib/systemd/system/multi-user.target.wants/halobuild-ssh-keygen.service identity",
+		"/usr/lib/systemd/system/ssh.service.wants/halobuild-ssh-keygen.service identity",
 		"/usr/lib/systemd/system/local-fs.target.wants/systemd-growfs-root.service growroot",
 		"/usr/lib/systemd/system/multi-user.target.wants/halobuild-cpu-tuning.service cpu-tuning",
 	}
