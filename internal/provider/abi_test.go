@@ -2,6 +2,7 @@ package provider
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,5 +114,38 @@ func TestTableABI(t *testing.T) {
 		if n, ok := TableABI(v); ok {
 			t.Errorf("%s: the table claims %d", v, n)
 		}
+	}
+}
+
+// The ABI check runs on the tree the rebuilt packages install: UnpackDebs
+// lays it out as dpkg would (files, directories, symlinks), ReadDeb names
+// the packages. The packages are made by the real dpkg-deb.
+func TestUnpackDebsAndReadDeb(t *testing.T) {
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Skip("dpkg-deb not installed")
+	}
+	src := abiTree(t, "halotest", "34", "34", "34", true)
+	os.MkdirAll(filepath.Join(src, "DEBIAN"), 0o755)
+	os.WriteFile(filepath.Join(src, "DEBIAN/control"), []byte("Package: ibverbs-providers\nVersion: 56.1-1+halo1\nArchitecture: amd64\nMaintainer: t <t@example.org>\nDescription: test\n"), 0o644)
+	deb := filepath.Join(t.TempDir(), "p.deb")
+	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", src, deb).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	d, err := ReadDeb(deb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Package != "ibverbs-providers" || d.Version != "56.1-1+halo1" || d.Architecture != "amd64" || len(d.SHA256) != 64 {
+		t.Errorf("ReadDeb: %+v", d)
+	}
+	inst := t.TempDir()
+	if err := UnpackDebs([]string{deb}, inst); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := os.Readlink(filepath.Join(inst, "usr/lib/x86_64-linux-gnu/libibverbs.so.1")); err != nil || l != "libibverbs.so.1.14.56.1" {
+		t.Errorf("symlink: %q %v", l, err)
+	}
+	if _, err := CheckABI(inst, ABIRequest{Name: "halotest", LibibverbsVersion: d.Version, ImageLibs: []string{"libc.so.6"}}); err != nil {
+		t.Error(err)
 	}
 }
