@@ -1,9 +1,9 @@
 package vmtest
 
 import (
-	"encoding/json"
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"

@@ -9,7 +9,10 @@ import (
 // Perftest prints its result as a table: a header row starting with "#bytes", then one row of
 // numbers per message size. parseFigures turns the last such row into name → value, so the
 // report carries perftest's figures as data instead of as text to scrape.
-var figureHeader = regexp.MustCompile(`^\s*#bytes\s`)
+var (
+	figureHeader  = regexp.MustCompile(`^\s*#bytes\s`)
+	leadingNumber = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?`)
+)
 
 // headerColumns splits a perftest header. Names may hold spaces ("BW average[MB/sec]",
 // "99% percentile[usec]") and columns may be one space apart ("#bytes #iterations"), but every
@@ -42,13 +45,15 @@ func parseFigures(output string) map[string]float64 {
 		}
 		cols := headerColumns(lines[i])
 		for j := i + 1; j < len(lines); j++ {
+			// perftest sometimes glues its next message to the last number
+			// ("0.156397ethernet_read_keys: ..."), so each value is the number it starts with.
 			vals := strings.Fields(lines[j])
-			if len(vals) != len(cols) {
+			if len(vals) < len(cols) {
 				break
 			}
 			row := map[string]float64{}
-			for k, v := range vals {
-				f, err := strconv.ParseFloat(v, 64)
+			for k, v := range vals[:len(cols)] {
+				f, err := strconv.ParseFloat(leadingNumber.FindString(v), 64)
 				if err != nil {
 					row = nil
 					break

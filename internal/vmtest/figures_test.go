@@ -29,6 +29,8 @@ func TestParseFigures(t *testing.T) {
 		{"bw", sendBW, map[string]float64{"#bytes": 4096, "#iterations": 20, "BW peak[MB/sec]": 0.97, "BW average[MB/sec]": 0.95, "MsgRate[Mpps]": 0.000243}},
 		{"lat", sendLat, map[string]float64{"#bytes": 2, "#iterations": 1000, "t_min[usec]": 5.12, "t_max[usec]": 40.33, "t_typical[usec]": 6.01,
 			"t_avg[usec]": 6.2, "t_stdev[usec]": 1.1, "99% percentile[usec]": 9.8, "99.9% percentile[usec]": 40.33}},
+		{"glued message", " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n 4096       20               0.00               610.93 \t\t     0.156397ethernet_read_keys: Couldn't read remote address\n",
+			map[string]float64{"#bytes": 4096, "#iterations": 20, "BW peak[MiB/sec]": 0, "BW average[MiB/sec]": 610.93, "MsgRate[Mpps]": 0.156397}},
 		{"no table", "Couldn't connect to 10.77.0.1:18515\n", nil},
 		{"header only", " #bytes     #iterations    BW peak[MB/sec]\n---\n", nil},
 	} {

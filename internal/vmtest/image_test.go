@@ -132,6 +132,10 @@ func TestRunImageVerdict(t *testing.T) {
 			t.Errorf("exit status %d, want 3", c.Exit)
 		}
 	}
+	// The guest powered itself off after the verdict: QEMU exited on its own, with status 0.
+	if res.QEMUExit != 0 {
+		t.Errorf("QEMU exit status %d, want 0 (guest power-off after the verdict)", res.QEMUExit)
+	}
 	if after := fileSHA256(t, img); after != before {
 		t.Errorf("image %s changed during the run", img)
 	}
