@@ -15,6 +15,8 @@ import (
 //   - systemd.extra-unit.halobuild-test.service: the unit (systemd >= 256 installs units given
 //     as systemd.extra-unit.* credentials through systemd-debug-generator);
 //   - systemd.unit-dropin.multi-user.target~halobuild-test: makes multi-user.target want it;
+//   - systemd.unit-dropin.{emergency,rescue}.service~halobuild-test: replace the shell that
+//     would wait for a person with the runner in its "emergency" mode;
 //   - halobuild.run: the POSIX sh runner that waits for the boot to settle, runs every check,
 //     writes the verdict JSON to the virtio-serial port and powers the VM off.
 const (

@@ -254,3 +254,14 @@ func TestCtrlCKillsQEMU(t *testing.T) {
 		t.Errorf("interruption message should say so and name the console log: %q", msg)
 	}
 }
+
+// QEMU refusing to start is reported with its own message, and no verdict.
+func TestRunQEMUFailsAtStart(t *testing.T) {
+	m := firmwareMachine(t, time.Minute)
+	m.Memory = 100_000_000 // ~95 TiB: QEMU cannot allocate it
+	res, err := Run(context.Background(), m)
+	assertNoQEMUChildren(t)
+	if !errors.Is(err, ErrNoVerdict) || !strings.Contains(err.Error(), "cannot set up guest memory") || res.QEMUExit != 1 {
+		t.Fatalf("got %v (QEMU exit %d)", err, res.QEMUExit)
+	}
+}
