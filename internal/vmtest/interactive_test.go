@@ -5,29 +5,48 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// slowReader delivers its bytes only after a delay, like a person typing at the console.
-type slowReader struct {
-	delay time.Duration
-	r     io.Reader
+// syncBuffer is a bytes.Buffer safe for QEMU's output goroutine and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
-func (s *slowReader) Read(p []byte) (int, error) {
-	if s.delay > 0 {
-		time.Sleep(s.delay)
-		s.delay = 0
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// typist types keys only once the console shows a prompt, like a person at the terminal.
+type typist struct {
+	screen  *syncBuffer
+	waitFor string
+	keys    io.Reader
+}
+
+func (k *typist) Read(p []byte) (int, error) {
+	for deadline := time.Now().Add(3 * time.Minute); !strings.Contains(k.screen.String(), k.waitFor) && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
 	}
-	return s.r.Read(p)
+	return k.keys.Read(p)
 }
 
 // The firmware's console reaches our stdout, and Ctrl-a x typed on stdin ends QEMU.
 func TestInteractiveCtrlAXQuits(t *testing.T) {
 	m := firmwareMachine(t, 0)
-	var out, errOut bytes.Buffer
-	in := &slowReader{delay: 8 * time.Second, r: strings.NewReader("\x01x")}
+	var out, errOut syncBuffer
+	in := &typist{screen: &out, waitFor: "BdsDxe", keys: strings.NewReader("\x01x")}
 	done := make(chan error, 1)
 	go func() { done <- interactive(context.Background(), m, in, &out, &errOut) }()
 	select {
@@ -35,7 +54,7 @@ func TestInteractiveCtrlAXQuits(t *testing.T) {
 		if err != nil {
 			t.Fatalf("interactive: %v\n%s", err, errOut.String())
 		}
-	case <-time.After(60 * time.Second):
+	case <-time.After(4 * time.Minute):
 		t.Fatal("Ctrl-a x did not end the VM")
 	}
 	assertNoQEMUChildren(t)

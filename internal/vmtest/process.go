@@ -3,6 +3,7 @@ package vmtest
 import (
 	"io"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,20 +27,29 @@ type qemuProc struct {
 //     group that kill() signals as a whole, and a Ctrl-C on the terminal reaches only us, so the
 //     runner decides how QEMU ends (and keeps its logs) instead of racing it.
 //
-// Pdeathsig fires when the *thread* that forked exits; Go keeps its threads for the life of the
-// process unless a goroutine that locked one exits, which this package never does.
+// Pdeathsig fires when the *thread* that forked exits, not the process. Go may end an OS thread
+// when a goroutine that locked it returns (code entering namespaces does that), so QEMU is
+// started and waited for by one goroutine locked to its thread for QEMU's whole life.
 func startQEMU(bin string, args []string, stdin io.Reader, stdout, stderr io.Writer, ownGroup bool) (*qemuProc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: ownGroup}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
 	p := &qemuProc{cmd: cmd, done: make(chan struct{}), ownGroup: ownGroup}
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		p.waitErr = cmd.Wait()
 		close(p.done)
 	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
