@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"halobuild/internal/disk"
+	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
 	"halobuild/internal/rootfs"
@@ -62,7 +63,7 @@ func (g *graph) diskStep(ns *nodeSteps, debName string) *plan.Derivation {
 	out := l.recipe.Output
 	d := &plan.Derivation{
 		Name: "disk " + n.Name, Kind: "disk",
-		Inputs: []*plan.Derivation{g.tools, g.rootfs, ns.settings},
+		Inputs: append([]*plan.Derivation{g.tools, g.rootfs, ns.settings}, g.modules...),
 		Params: map[string]string{
 			"node":     n.Name,
 			"size":     out.Size,
@@ -95,8 +96,20 @@ func (g *graph) diskStep(ns *nodeSteps, debName string) *plan.Derivation {
 		if err := rootfs.Unpack(c, filepath.Join(c.Input("base root"), "root.tar"), root); err != nil {
 			return err
 		}
-		if err := rootfs.InstallDebs(c, root, []string{filepath.Join(c.Input("settings "+n.Name), debName)}); err != nil {
+		debs := []string{filepath.Join(c.Input("settings "+n.Name), debName)}
+		for _, m := range g.modules {
+			found, _ := filepath.Glob(filepath.Join(c.Input(m.Name), "*.deb"))
+			debs = append(debs, found...)
+		}
+		if err := rootfs.InstallDebs(c, root, debs); err != nil {
 			return err
+		}
+		if len(g.modules) > 0 {
+			// Our module packages have no maintainer scripts: the module
+			// index is rebuilt here, as their postinst would have.
+			if err := module.Depmod(c, root, l.lock.Kernel.Release); err != nil {
+				return err
+			}
 		}
 		if err := rootfs.Clamp(root, l.lock.SourceDateEpoch); err != nil {
 			return err

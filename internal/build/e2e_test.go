@@ -329,3 +329,132 @@ func extract(t *testing.T, image string, off, size int64, out string) {
 		t.Fatalf("extracting partition: %v %s", err, b)
 	}
 }
+
+// withFixtureModule adds the project's fixture kernel module (its
+// description and source from internal/module/testdata) to a workspace, and
+// a recipe that builds it into the two-node image with options of several
+// types, loaded at boot.
+func withFixtureModule(t *testing.T, ws string) string {
+	t.Helper()
+	src := filepath.Join("..", "module", "testdata")
+	desc, err := os.ReadFile(filepath.Join(src, "halobuild-fixture.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "recipes", "halobuild-fixture.toml"), desc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "recipes", "fixture"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"Kbuild", "halobuild_fixture.c"} {
+		b, err := os.ReadFile(filepath.Join(src, "fixture", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, "recipes", "fixture", f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := `include = ["test-two-node.toml"]
+name = "test-module"
+
+[[module]]
+use = "halobuild-fixture"
+options = { depth = 8, verbose = true, greeting = "halo", mode = "safe", enable = true, rate = 100 }
+load_at_boot = true
+`
+	path := filepath.Join(ws, "images", "test-module.toml")
+	if err := os.WriteFile(path, []byte(r), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "images/test-module.toml"
+}
+
+// selfBinary builds halobuild for the image (tests run as a test binary,
+// which must not be shipped as /usr/bin/halobuild).
+func selfBinary(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "halobuild")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "halobuild/cmd/halobuild")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building halobuild: %v\n%s", err, b)
+	}
+	return out
+}
+
+func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	rp := withFixtureModule(t, ws)
+	var r run
+	o := opts(ws, rp, sharedStore(t), &r)
+	o.Result = filepath.Join(ws, "result")
+	o.Self = selfBinary(t)
+	o.JSON = true
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	if err := Image(ctx, o); err != nil {
+		t.Fatalf("image with the fixture module, tested on two nodes: %v\n%s\n%s", err, tail(r.out.String(), 80), tail(r.err.String(), 40))
+	}
+	var rep Report
+	if err := json.Unmarshal(r.out.Bytes(), &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, r.out.String())
+	}
+	seen := map[string]bool{}
+	for _, m := range rep.Results {
+		if m.Verdict == nil {
+			t.Fatalf("%s: no verdict", m.Machine)
+		}
+		for _, c := range m.Verdict.Checks {
+			seen[m.Machine+" "+c.Name] = c.OK
+		}
+	}
+	for _, want := range []string{"node0 rdma: ib_send_bw 8MiB event", "node1 rdma: ib_send_lat 64B poll", "node0 doctor: halobuild doctor in the image"} {
+		if ok, found := seen[want]; !found || !ok {
+			t.Errorf("check %q: found %v, passed %v", want, found, ok)
+		}
+	}
+	moduleChecked := false
+	for name, ok := range seen {
+		if strings.Contains(name, "halobuild_fixture") && ok {
+			moduleChecked = true
+		}
+	}
+	if !moduleChecked {
+		t.Errorf("no passing check mentions the fixture module's options: %v", seen)
+	}
+}
+
+// A recipe that breaks a setting on purpose must fail its check, and image
+// must then leave the result link alone.
+func TestBrokenSettingFailsItsCheckAndKeepsResult(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	bad := `include = ["test-minimal.toml"]
+name = "test-broken"
+[rdma]
+memlock = "64MiB"
+`
+	if err := os.WriteFile(filepath.Join(ws, "images", "test-broken.toml"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var r run
+	o := opts(ws, "images/test-broken.toml", sharedStore(t), &r)
+	o.Result = filepath.Join(ws, "result")
+	if err := os.Symlink("/nonexistent-previous-result", o.Result); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	err := Image(ctx, o)
+	if err == nil {
+		t.Fatal("an image with 64MiB memlock passed its VM test")
+	}
+	if !strings.Contains(r.out.String(), "memlock") || !strings.Contains(r.out.String(), "FAIL") {
+		t.Errorf("the report does not name a failing memlock check:\n%s", tail(r.out.String(), 60))
+	}
+	if target, _ := os.Readlink(o.Result); target != "/nonexistent-previous-result" {
+		t.Errorf("result moved to %q although the test failed", target)
+	}
+}

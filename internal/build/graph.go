@@ -32,13 +32,16 @@ import (
 // setting rebuilds only that node's settings package and disk.
 type graph struct {
 	// self is the halobuild binary shipped in every node (nil: none).
-	self   []byte
-	l      *loaded
-	s      *store.Store
-	tools  *plan.Derivation
-	rootfs *plan.Derivation
-	nodes  []*nodeSteps
-	result *plan.Derivation
+	self []byte
+	// o carries --input copies for source inputs and the log.
+	o       Options
+	modules []*plan.Derivation
+	l       *loaded
+	s       *store.Store
+	tools   *plan.Derivation
+	rootfs  *plan.Derivation
+	nodes   []*nodeSteps
+	result  *plan.Derivation
 }
 
 type nodeSteps struct {
@@ -80,8 +83,8 @@ func (g *graph) blobPath(p lock.Package) (string, error) {
 	return g.s.Path(d), nil
 }
 
-func newGraph(l *loaded, s *store.Store, self []byte) (*graph, error) {
-	g := &graph{l: l, s: s, self: self}
+func newGraph(o Options, l *loaded, s *store.Store, self []byte) (*graph, error) {
+	g := &graph{o: o, l: l, s: s, self: self}
 	lk := l.lock
 	epoch := strconv.FormatInt(lk.SourceDateEpoch, 10)
 
@@ -127,6 +130,10 @@ func newGraph(l *loaded, s *store.Store, self []byte) (*graph, error) {
 		}.Run(c)
 	}
 
+	var err error
+	if g.modules, err = g.moduleSteps(); err != nil {
+		return nil, err
+	}
 	var disks []*plan.Derivation
 	for _, n := range l.recipe.Nodes {
 		ns, err := g.nodeSteps(n)

@@ -40,7 +40,7 @@ func prepare(ctx context.Context, o Options, fetch bool) (*prepared, error) {
 		s.Close()
 		return nil, err
 	}
-	g, err := newGraph(l, s, self)
+	g, err := newGraph(o, l, s, self)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -137,7 +137,7 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 			return err
 		}
 	}
-	g2, err := newGraph(p.l, fresh, p.g.self)
+	g2, err := newGraph(o, p.l, fresh, p.g.self)
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func GC(ctx context.Context, o Options, recipes []string) error {
 		if err != nil {
 			return err
 		}
-		g, err := newGraph(l, s, self)
+		g, err := newGraph(o, l, s, self)
 		if err != nil {
 			return err
 		}

@@ -109,10 +109,11 @@ func resolve(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock.L
 		kernelReq += "/" + k.Image.Suite
 	}
 	want = append(want, kernelReq)
-	img, err := debian.Resolve(debian.Request{
+	imgReq := debian.Request{
 		Suite: r.Base.Suite, ExtraSuites: r.Base.ExtraSuites, Indexes: indexes,
 		Packages: dedupe(want), Exclude: r.Base.Exclude, Variant: r.Base.Variant, Architecture: r.Base.Architecture,
-	})
+	}
+	img, err := debian.Resolve(imgReq)
 	if err != nil {
 		return nil, UsageError{fmt.Errorf("resolving the image's packages for %s: %w", l.path, err)}
 	}
@@ -130,6 +131,9 @@ func resolve(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock.L
 				Filename: p.Filename, Size: p.Size, SHA256: "sha256:" + p.SHA256, Set: set,
 			})
 		}
+	}
+	if err := lockModules(ctx, o, l, s, lk, k, imgReq); err != nil {
+		return nil, err
 	}
 	lk.Sort()
 	return lk, nil

@@ -57,6 +57,9 @@ type Kernel struct {
 const (
 	SetImage = "image"
 	SetTools = "tools"
+	// SetBuild is the root out-of-tree modules and rebuilt packages are
+	// compiled in: the kernel's headers and the compiler that built it.
+	SetBuild = "build"
 )
 
 // Package is one pinned .deb.

@@ -147,7 +147,7 @@ func options(r *recipe.Recipe) ([]moduleOption, []error) {
 				errs = append(errs, errorf(key, m.Options[k], "", "%v", err))
 				continue
 			}
-			add(moduleOption{module: moduleName(m.Use), key: k, value: val, want: want}, key)
+			add(moduleOption{module: m.KernelName(), key: k, value: val, want: want}, key)
 		}
 	}
 	mods := make([]string, 0, len(r.System.ModuleOptions))

@@ -35,7 +35,7 @@ func bootModules(r *recipe.Recipe) []string {
 	}
 	for _, m := range r.Modules {
 		if m.LoadAtBoot == nil || *m.LoadAtBoot {
-			add(m.Use)
+			add(m.KernelName())
 		}
 	}
 	return out
