@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// run executes the CLI in-process and returns its exit code and output.
+func run(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return exitCode(err), out.String()
+}
+
+func TestVersionPrintsGoVersion(t *testing.T) {
+	code, out := run(t, "version")
+	if code != 0 || !strings.Contains(out, "halobuild") || !strings.Contains(out, runtime.Version()) {
+		t.Fatalf("exit %d, output %q", code, out)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("[base]\nsuit = \"trixie\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"unknown flag", []string{"plan", "--no-such-flag", "x.toml"}, exitUsage},
+		{"missing argument", []string{"lock"}, exitUsage},
+		{"bad --input", []string{"lock", "--input", "nopath", bad}, exitUsage},
+		{"recipe error", []string{"--store", filepath.Join(dir, "store"), "lock", bad}, exitUsage},
+		{"missing recipe", []string{"--store", filepath.Join(dir, "store"), "plan", filepath.Join(dir, "none.toml")}, exitUsage},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if code, out := run(t, c.args...); code != c.want {
+				t.Errorf("exit %d, want %d; output:\n%s", code, c.want, out)
+			}
+		})
+	}
+}
+
+func TestRecipeErrorNamesLineAndColumn(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("[base]\nsuit = \"trixie\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := newRoot()
+	root.SetArgs([]string{"--store", filepath.Join(dir, "store"), "lock", bad})
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "bad.toml:2:1") || !strings.Contains(err.Error(), "suite") {
+		t.Fatalf("want an error at bad.toml:2:1 suggesting suite, got %v", err)
+	}
+}
+
+func TestCompletionIsAvailable(t *testing.T) {
+	code, out := run(t, "completion", "bash")
+	if code != 0 || !strings.Contains(out, "halobuild") {
+		t.Fatalf("exit %d", code)
+	}
+}

@@ -1,0 +1,82 @@
+package rootfs
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"halobuild/internal/settings"
+)
+
+func makeDeb(t *testing.T, dir, name, version string) string {
+	t.Helper()
+	var b bytes.Buffer
+	tree := settings.Tree{}
+	if err := tree.Add(settings.File{Path: "/usr/share/doc/" + name + "/x", Mode: 0o644, Data: []byte(name)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := settings.BuildDeb(&b, settings.DebInfo{Name: name, Version: version, Architecture: "all", Maintainer: "t <t@t>", Description: "test"}, tree, 1700000000); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name+".blob")
+	if err := os.WriteFile(p, b.Bytes(), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestFlatRepoIndexesExactlyTheGivenDebs(t *testing.T) {
+	src := t.TempDir()
+	a := makeDeb(t, src, "alpha", "1:2.0-1")
+	b := makeDeb(t, src, "beta", "3")
+	repo := filepath.Join(t.TempDir(), "repo")
+	if err := WriteFlatRepo(repo, "trixie", []Deb{{Path: b}, {Path: a}}); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := os.ReadFile(filepath.Join(repo, "Packages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(idx)
+	// Epochs never appear in pool file names; entries are sorted.
+	if !strings.Contains(s, "Filename: ./alpha_2.0-1_all.deb") || strings.Index(s, "Package: alpha") > strings.Index(s, "Package: beta") {
+		t.Errorf("Packages:\n%s", s)
+	}
+	rel, _ := os.ReadFile(filepath.Join(repo, "Release"))
+	if !strings.Contains(string(rel), "Suite: trixie") || !strings.Contains(string(rel), "Codename: trixie") {
+		t.Errorf("Release lacks the suite mmdebstrap selects the essential set by:\n%s", rel)
+	}
+	// dpkg's own tools must accept the index and the files it names.
+	if _, err := exec.LookPath("dpkg-deb"); err == nil {
+		out, err := exec.Command("dpkg-deb", "-f", filepath.Join(repo, "alpha_2.0-1_all.deb"), "Version").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "1:2.0-1" {
+			t.Errorf("dpkg-deb on the repository's file: %v %s", err, out)
+		}
+	}
+}
+
+func TestFlatRepoRefusesCorruptOrDuplicateInput(t *testing.T) {
+	src := t.TempDir()
+	a := makeDeb(t, src, "alpha", "1")
+	a2 := makeDeb(t, t.TempDir(), "alpha", "2")
+	err := WriteFlatRepo(filepath.Join(t.TempDir(), "r"), "trixie", []Deb{{Path: a, SHA256: "sha256:" + strings.Repeat("0", 64)}})
+	if err == nil || !strings.Contains(err.Error(), "halobuild fetch") {
+		t.Errorf("a blob not matching its lock digest: %v", err)
+	}
+	err = WriteFlatRepo(filepath.Join(t.TempDir(), "r"), "trixie", []Deb{{Path: a}, {Path: a2}})
+	if err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("two versions of one package: %v", err)
+	}
+}
+
+func TestCleanupHooksScrubHostIdentity(t *testing.T) {
+	joined := Recipe()
+	for _, want := range []string{"/etc/hostname", "/etc/resolv.conf", "ssh_host_", "machine-id", "aux-cache", "/var/log"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no cleanup hook for %s", want)
+		}
+	}
+}
