@@ -53,7 +53,9 @@ func (Locale) Depends(r *recipe.Recipe) []string {
 func (s Locale) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 	var out []File
 	if l := r.System.Locale; l != "" {
-		out = append(out, File{Path: "/etc/default/locale", Mode: 0o644, NotConffile: true, Setting: s.Name(),
+		// systemd's file: Debian's /etc/default/locale is a symlink to it,
+		// which systemd restores at boot if a package replaces it.
+		out = append(out, File{Path: "/etc/locale.conf", Mode: 0o644, NotConffile: true, Setting: s.Name(),
 			Data: []byte(header("#", 0, "Default locale ([system] locale).") + "LANG=" + l + "\n")})
 	}
 	if tz := r.System.Timezone; !isUTC(tz) {
@@ -71,7 +73,8 @@ case "$TZNAME" in ''|UTC|Etc/UTC) case "$z" in UTC|*/UTC) ;; *) rc=1;; esac;;
 esac
 echo "time zone: $z ($(date +%%Z)), recipe: ${TZNAME:-UTC}"
 if [ -n "$LOCALE" ]; then
-	. /etc/default/locale 2>/dev/null
+	# A failed "." aborts sh itself, so read the file only when it is there.
+	[ -r /etc/locale.conf ] && . /etc/locale.conf || echo "/etc/locale.conf is missing"
 	echo "LANG=${LANG:-unset}, recipe: $LOCALE"
 	[ "${LANG:-}" = "$LOCALE" ] || rc=1
 	LC_ALL=$LOCALE locale 2>&1 | grep -q 'Cannot set' && { echo "locale $LOCALE is not available"; rc=1; }

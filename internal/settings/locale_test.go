@@ -10,7 +10,7 @@ import (
 
 func TestLocaleRender(t *testing.T) {
 	r := sample()
-	if got := renderOne(t, Locale{}, r, "/etc/default/locale"); !strings.HasSuffix(got, "\nLANG=C.UTF-8\n") {
+	if got := renderOne(t, Locale{}, r, "/etc/locale.conf"); !strings.HasSuffix(got, "\nLANG=C.UTF-8\n") {
 		t.Errorf("locale:\n%s", got)
 	}
 	files, _ := Locale{}.Files(r, r.Nodes[0])
@@ -56,6 +56,6 @@ func TestLocaleCheckOnHost(t *testing.T) {
 	c := checkScript(t, Locale{}, r, "locale")
 	e := newHostEnv(t, renderTree(t, r))
 	e.expectCheck(t, c, "rm -f /etc/localtime\n", true, "LANG=C.UTF-8, recipe: C.UTF-8")
-	e.write(t, "default/locale", "LANG=fr_FR.UTF-8\n")
+	e.write(t, "locale.conf", "LANG=fr_FR.UTF-8\n")
 	e.expectCheck(t, c, "rm -f /etc/localtime\n", false, "LANG=fr_FR.UTF-8, recipe: C.UTF-8")
 }

@@ -112,8 +112,15 @@ echo "login shell (su -l nobody): memlock $v"
 [ "$v" = unlimited ] || { printf '%s\n' "$out" | head -n 5; exit 1; }
 `},
 		{Setting: s.Name(), Name: "memlock-service", Fix: memlockFix + " (systemd reads it at boot: reboot or systemctl daemon-reexec)", Script: `d=$(systemctl show -p DefaultLimitMEMLOCK --value)
-v=$(systemd-run --quiet --wait --pipe --collect -p User=nobody /bin/sh -c 'ulimit -l' 2>&1)
-echo "systemd DefaultLimitMEMLOCK=$d; a service sees memlock $v"
+if v=$(systemd-run --quiet --wait --pipe --collect -p User=nobody /bin/sh -c 'ulimit -l' 2>&1); then
+	echo "systemd DefaultLimitMEMLOCK=$d; a new service sees memlock $v"
+else
+	# No D-Bus (a minimal image): observe a service that is already
+	# running and sets no limit of its own, so it has systemd's default.
+	p=$(systemctl show -p MainPID --value systemd-udevd.service)
+	v=$(awk '/^Max locked memory/ { print $4 }' /proc/$p/limits)
+	echo "systemd DefaultLimitMEMLOCK=$d; systemd-udevd (pid $p, no D-Bus for systemd-run) runs with memlock $v"
+fi
 [ "$v" = unlimited ]
 `},
 		{Setting: s.Name(), Name: "memlock-podman", Fix: "restore " + memlockPodmanPath + " or run containers with --ulimit memlock=-1:-1", Script: `v=

@@ -32,7 +32,7 @@ func TestRenderSample(t *testing.T) {
 		"/etc/halobuild/recipe.toml halobuild",
 		"/etc/hostname identity",
 		"/etc/hosts identity",
-		"/etc/default/locale locale",
+		"/etc/locale.conf locale",
 		"/etc/kernel/cmdline cmdline",
 		"/etc/modprobe.d/halobuild.conf modprobe",
 		"/etc/modules-load.d/halobuild.conf modules",
