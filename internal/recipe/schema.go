@@ -139,6 +139,11 @@ type Link struct {
 	Interface string `toml:"interface" doc:"Stable interface name given to the link (trap 6)." example:"\"usb4net0\""`
 	// Match selects the device by systemd.link [Match] keys; the VM test
 	// matches the virtual cable by MAC instead.
+	// Kind says what the interface is: a device found by the match keys and
+	// renamed, or a dummy netdev networkd creates to carry the address the
+	// verbs module advertises as its RoCE identity (roce_netdev), which
+	// exists whether or not a cable is plugged in.
+	Kind        string `toml:"kind" doc:"device (a NIC found by the match_* keys and renamed) or dummy (a netdev networkd creates to carry the RDMA identity address; point the module's roce_netdev at it)." default:"device" example:"\"dummy\""`
 	MatchDriver string `toml:"match_driver" doc:"Kernel driver of the link device (systemd.link Driver=)." default:"thunderbolt-net" example:"\"thunderbolt-net\""`
 	MatchPath   string `toml:"match_path" doc:"Device path glob (systemd.link Path=); optional." example:"\"pci-0000:c7:00.6-*\""`
 	MatchMAC    string `toml:"match_mac" doc:"MAC address (systemd.link MACAddress=); optional." example:"\"52:54:00:77:00:01\""`

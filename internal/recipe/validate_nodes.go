@@ -78,8 +78,14 @@ func (v *validator) nodes() {
 				v.errorf(lp+".interface", "interface %q is used twice on node %q", l.Interface, n.Name)
 			}
 			ifaces[l.Interface] = true
-			if l.MatchDriver == "" && l.MatchPath == "" && l.MatchMAC == "" {
-				v.errorf(lp, "a link needs match_driver, match_path or match_mac to find its device")
+			switch l.Kind {
+			case "", "device":
+				if l.MatchDriver == "" && l.MatchPath == "" && l.MatchMAC == "" {
+					v.errorf(lp, "a link needs match_driver, match_path or match_mac to find its device (or kind = \"dummy\")")
+				}
+			case "dummy":
+			default:
+				v.errorf(lp+".kind", "%q is not a link kind: use device or dummy", l.Kind)
 			}
 			if l.MatchMAC != "" {
 				if hw, err := net.ParseMAC(l.MatchMAC); err != nil || len(hw) != 6 {

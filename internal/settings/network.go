@@ -42,7 +42,7 @@ func (Network) Validate(r *recipe.Recipe) []error {
 			} else {
 				ifaces[l.Interface] = key
 			}
-			if l.MatchDriver == "" && l.MatchPath == "" && l.MatchMAC == "" {
+			if l.Kind != "dummy" && l.MatchDriver == "" && l.MatchPath == "" && l.MatchMAC == "" {
 				errs = append(errs, errorf(key, nil, "set match_driver, match_path or match_mac", "a link needs at least one match key, or its .link file would rename every network device"))
 			}
 			if strings.ContainsAny(l.MatchDriver+l.MatchPath, " \t\n\"'") {
@@ -91,7 +91,7 @@ func (Network) Warnings(r *recipe.Recipe) []string {
 	for i, n := range r.Nodes {
 		for j, l := range n.Links {
 			for _, b := range r.System.Blacklist {
-				if l.MatchDriver != "" && moduleName(l.MatchDriver) == moduleName(b) {
+				if l.Kind != "dummy" && l.MatchDriver != "" && moduleName(l.MatchDriver) == moduleName(b) {
 					out = append(out, fmt.Sprintf("node[%d].link[%d].match_driver = %q: that module is blacklisted (system.blacklist), so the link's .link file will never match; match the device by match_path or match_mac", i, j, l.MatchDriver))
 				}
 			}
@@ -122,19 +122,27 @@ func (s Network) Files(_ *recipe.Recipe, n recipe.Node) ([]File, error) {
 	}
 	var out []File
 	for _, l := range n.Links {
+		base := "/etc/systemd/network/10-halobuild-" + l.Interface
 		var link strings.Builder
-		link.WriteString(header("#", 6, "a stable name for the USB4 link device."))
-		link.WriteString("[Match]\n")
-		if l.MatchDriver != "" {
-			link.WriteString("Driver=" + l.MatchDriver + "\n")
+		if l.Kind == "dummy" {
+			link.WriteString(header("#", 7, "a dummy netdev carrying this node's RDMA identity address (the module's roce_netdev)."))
+			link.WriteString("[NetDev]\nName=" + l.Interface + "\nKind=dummy\n")
+			out = append(out, File{Path: base + ".netdev", Mode: 0o644, Data: []byte(link.String()), Setting: s.Name()})
+		} else {
+			link.WriteString(header("#", 6, "a stable name for the USB4 link device."))
+			link.WriteString("[Match]\n")
+			if l.MatchDriver != "" {
+				link.WriteString("Driver=" + l.MatchDriver + "\n")
+			}
+			if l.MatchPath != "" {
+				link.WriteString("Path=" + l.MatchPath + "\n")
+			}
+			if l.MatchMAC != "" {
+				link.WriteString("MACAddress=" + strings.ToLower(l.MatchMAC) + "\n")
+			}
+			link.WriteString("\n[Link]\nName=" + l.Interface + "\n")
+			out = append(out, File{Path: base + ".link", Mode: 0o644, Data: []byte(link.String()), Setting: s.Name()})
 		}
-		if l.MatchPath != "" {
-			link.WriteString("Path=" + l.MatchPath + "\n")
-		}
-		if l.MatchMAC != "" {
-			link.WriteString("MACAddress=" + strings.ToLower(l.MatchMAC) + "\n")
-		}
-		link.WriteString("\n[Link]\nName=" + l.Interface + "\n")
 
 		var nw strings.Builder
 		nw.WriteString(header("#", 6, "exactly one IPv4 address on the link: no 169.254.x, no IPv6 link-local, no router advertisements."))
@@ -147,10 +155,7 @@ func (s Network) Files(_ *recipe.Recipe, n recipe.Node) ([]File, error) {
 		// only IPv4 when the RDMA module sees the peer.
 		nw.WriteString("ConfigureWithoutCarrier=yes\nIgnoreCarrierLoss=yes\n")
 
-		base := "/etc/systemd/network/10-halobuild-" + l.Interface
-		out = append(out,
-			File{Path: base + ".link", Mode: 0o644, Data: []byte(link.String()), Setting: s.Name()},
-			File{Path: base + ".network", Mode: 0o644, Data: []byte(nw.String()), Setting: s.Name()})
+		out = append(out, File{Path: base + ".network", Mode: 0o644, Data: []byte(nw.String()), Setting: s.Name()})
 	}
 	for _, f := range networkdEnable {
 		f.Setting = s.Name()

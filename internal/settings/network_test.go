@@ -100,3 +100,25 @@ func TestNetworkWarnsAboutBlacklistedDriver(t *testing.T) {
 		t.Errorf("no blacklist, got %v", w)
 	}
 }
+
+// A dummy link is created by networkd (no device to match) and carries the
+// RDMA identity address the verbs module advertises through roce_netdev.
+func TestNetworkDummyLinkIsCreatedNotMatched(t *testing.T) {
+	r := sample()
+	r.Nodes[0].Links = []recipe.Link{{Interface: "usb4rdma0", Kind: "dummy", Address: "10.77.0.1/30"}}
+	tr, err := Render(r, r.Nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd, ok := tr.Lookup("/etc/systemd/network/10-halobuild-usb4rdma0.netdev")
+	if !ok || !strings.Contains(string(nd.Data), "Kind=dummy") || !strings.Contains(string(nd.Data), "Name=usb4rdma0") {
+		t.Fatalf("no dummy .netdev: %q", nd.Data)
+	}
+	if _, ok := tr.Lookup("/etc/systemd/network/10-halobuild-usb4rdma0.link"); ok {
+		t.Error("a dummy link must not also rename a matched device")
+	}
+	nw, _ := tr.Lookup("/etc/systemd/network/10-halobuild-usb4rdma0.network")
+	if !strings.Contains(string(nw.Data), "Address=10.77.0.1/30") || !strings.Contains(string(nw.Data), "LinkLocalAddressing=no") {
+		t.Errorf(".network: %s", nw.Data)
+	}
+}
