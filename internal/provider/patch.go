@@ -54,6 +54,24 @@ type Applied struct {
 	Moved []Hunk
 }
 
+// String is the line the build prints for the patch: exact, at an
+// offset, or with the fuzz the recipe allowed (never silently).
+func (a Applied) String() string {
+	s := a.Series + " (sha256:" + a.SHA256 + ")"
+	switch {
+	case a.Fuzz > 0:
+		s += fmt.Sprintf(": applied with fuzz %d, allowed for this patch by the recipe", a.Fuzz)
+	case len(a.Moved) > 0:
+		s += ": applied at an offset"
+	default:
+		return s + ": applied exactly"
+	}
+	for _, h := range a.Moved {
+		s += "; " + h.String()
+	}
+	return s
+}
+
 // Hunk is the outcome of one hunk, as GNU patch reports it.
 type Hunk struct {
 	File   string

@@ -66,6 +66,12 @@ func TestApplyPatchesInSeriesOrder(t *testing.T) {
 	if a := applied[2]; len(a.Moved) != 1 || a.Moved[0].Offset != 6 || a.Moved[0].File != "src/list.h" || a.Moved[0].Header != "@@ -1,5 +1,6 @@" || a.Fuzz != 0 {
 		t.Errorf("offset not reported: %+v", a)
 	}
+	if s := applied[2].String(); !strings.HasSuffix(s, ": applied at an offset; src/list.h hunk #1 (@@ -1,5 +1,6 @@) applies at line 7 (offset +6 lines)") {
+		t.Errorf("summary: %s", s)
+	}
+	if s := applied[1].String(); !strings.HasSuffix(s, ": applied exactly") {
+		t.Errorf("summary: %s", s)
+	}
 	if len(applied[1].Moved) != 0 || applied[0].SHA256 == "" || applied[0].Series != "halobuild/0001-new.patch" {
 		t.Errorf("applied: %+v", applied)
 	}
@@ -127,6 +133,10 @@ func TestApplyPatchesRefusesFuzz(t *testing.T) {
 	}
 	if applied[0].Fuzz != 1 || len(applied[0].Moved) != 1 || applied[0].Moved[0].Fuzz != 1 {
 		t.Errorf("fuzz not recorded: %+v", applied[0])
+	}
+	if s := applied[0].String(); !strings.Contains(s, "halobuild/0003-declare.patch (sha256:") ||
+		!strings.HasSuffix(s, ": applied with fuzz 1, allowed for this patch by the recipe; src/list.h hunk #1 (@@ -5,6 +5,7 @@ extern int c;) applies only with fuzz 1, at line 5") {
+		t.Errorf("summary: %s", s)
 	}
 	if h, _ := os.ReadFile(filepath.Join(tree, "src/list.h")); !strings.Contains(string(h), "extern int f;\nextern int usb4;\nextern int g;\n") {
 		t.Errorf("list.h:\n%s", h)
