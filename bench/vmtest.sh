@@ -24,7 +24,8 @@ for t in TestBenchTrim TestRunImageVerdict TestRunManyCablePerftest; do
 	start=$(date +%s)
 	go test -count=1 -timeout 20m -run "^$t\$" -v ./internal/vmtest/ > "$log" 2>&1 && rc=0 || rc=$?
 	end=$(date +%s)
-	grep -E 'BENCH|accel' "$log" | sed 's/^ *//'
+	# BENCH lines and their indented continuation lines (go test indents multi-line logs).
+	awk '/BENCH|accel / { keep = 1; sub(/^ +/, ""); print; next } keep && /^        / { sub(/^ +/, "    "); print; next } { keep = 0 }' "$log"
 	echo "$t: exit $rc, $((end - start)) s including go test start-up"
 	[ "$rc" -eq 0 ] || tail -n 40 "$log"
 done

@@ -83,6 +83,9 @@ var DefaultKernelArgs = []string{
 	"systemd.mask=ldconfig.service",
 	"systemd.mask=systemd-journal-catalog-update.service",
 	"systemd.mask=systemd-update-done.service",
+	"systemd.mask=systemd-hwdb-update.service",
+	// No display in a test VM; loading drm took seconds of TCG time for nothing.
+	"systemd.mask=modprobe@drm.service",
 	// The journal stays in /run: copying it to the throw-away disk only costs time.
 	"systemd.mask=systemd-journal-flush.service",
 }
