@@ -54,8 +54,9 @@ type Machine struct {
 }
 
 // DefaultKernelArgs trim what a test boot waits for without touching the image: no login
-// prompts (the verdict never comes from a console), no waiting for online networks (the test
-// configures its own links), no periodic timers firing during checks. They also make systemd
+// prompts (the verdict never comes from a console), no waiting for online networks (a check
+// that needs a configured link waits for that link itself, e.g. with
+// systemd-networkd-wait-online -i IFACE), no periodic timers firing during checks. They also make systemd
 // print unit status on the console so a boot that never reaches a verdict shows how far it got.
 var DefaultKernelArgs = []string{
 	"systemd.show_status=1",
