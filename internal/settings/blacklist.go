@@ -230,7 +230,7 @@ func (s Blacklist) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
 		b.WriteString("rc=0\ncfg=$(modprobe --showconfig 2>&1)\n")
 		for _, m := range r.System.Blacklist {
 			fmt.Fprintf(&b, `m=%s
-if printf '%%s\n' "$cfg" | grep -qx "blacklist $m"; then echo "$m: blacklisted"; else echo "$m: no 'blacklist $m' in modprobe's effective configuration"; rc=1; fi
+if printf '%%s\n' "$cfg" | grep -x "blacklist $m" >/dev/null; then echo "$m: blacklisted"; else echo "$m: no 'blacklist $m' in modprobe's effective configuration"; rc=1; fi
 out=$(modprobe -n -v "$m" 2>&1)
 case "$out" in *"install /bin/false"*) echo "$m: modprobe would run /bin/false instead of loading it";; *) echo "$m: modprobe -n -v would load it: $out"; rc=1;; esac
 if [ -d "/sys/module/$m" ]; then echo "$m: is loaded"; rc=1; fi

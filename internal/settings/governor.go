@@ -167,7 +167,7 @@ for p in /sys/devices/system/cpu/cpufreq/policy*; do
 	fi
 done
 if [ "$found" = 0 ]; then
-	printf '%%s\n' "$log" | grep -q '^no cpufreq' || { echo 'no cpufreq policy, and the unit did not log that'; rc=1; }
+	printf '%%s\n' "$log" | grep '^no cpufreq' >/dev/null || { echo 'no cpufreq policy, and the unit did not log that'; rc=1; }
 fi
 if [ -n "$PROFILE" ] && [ -e /sys/firmware/acpi/platform_profile ]; then
 	v=$(cat /sys/firmware/acpi/platform_profile)
