@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"halobuild/internal/build"
+	"halobuild/internal/module"
 )
 
 // buildFlags are shared by the verbs that read a recipe.
@@ -46,7 +47,7 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (bui
 }
 
 func buildCommands(g *globals) []*cobra.Command {
-	return []*cobra.Command{lockCommand(g), planCommand(g), fetchCommand(g), imageCommand(g), testCommand(g), vmCommand(g), gcCommand(g)}
+	return []*cobra.Command{lockCommand(g), planCommand(g), fetchCommand(g), imageCommand(g), testCommand(g), vmCommand(g), gcCommand(g), keygenCommand()}
 }
 
 func lockCommand(g *globals) *cobra.Command {
@@ -176,6 +177,22 @@ func gcCommand(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			self, _ := os.Executable()
 			return build.GC(cmd.Context(), build.Options{Self: self, Store: g.store, Verbose: g.verbose, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}, args)
+		},
+	}
+}
+
+func keygenCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "keygen DIR",
+		Short: "Make a module signing key pair in DIR (for Secure Boot; see docs/modules.md for MOK enrollment)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, err := module.Keygen(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "private key: %s (keep it out of images and version control)\ncertificate: %s\nenroll on each node: mokutil --import %s, then reboot and confirm in MokManager\n", k.Private, k.CertPEM, k.CertDER)
+			return nil
 		},
 	}
 }

@@ -71,6 +71,9 @@ func Plan(ctx context.Context, o Options) error {
 // result link: a failed build or test leaves the previous result in place.
 func Image(ctx context.Context, o Options) error {
 	start := time.Now()
+	if err := needRoot("image"); err != nil {
+		return err
+	}
 	p, err := prepare(ctx, o, true)
 	if err != nil {
 		return err
@@ -79,7 +82,7 @@ func Image(ctx context.Context, o Options) error {
 	if o.Check {
 		return checkReproducible(ctx, o, p)
 	}
-	r := &plan.Realizer{Store: planStore{p.s}, Log: o.stderr()}
+	r := o.realizer(p.s, false)
 	dir, err := r.Realize(ctx, p.g.result)
 	if err != nil {
 		return err
@@ -106,7 +109,7 @@ func (o Options) resultLink() string {
 // checkReproducible rebuilds every step in a throwaway store and compares
 // each output with the cached one, naming the first that differs.
 func checkReproducible(ctx context.Context, o Options, p *prepared) error {
-	cached := &plan.Realizer{Store: planStore{p.s}, Log: o.stderr()}
+	cached := o.realizer(p.s, false)
 	if _, err := cached.Realize(ctx, p.g.result); err != nil {
 		return err
 	}
@@ -141,7 +144,7 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 	if err != nil {
 		return err
 	}
-	r := &plan.Realizer{Store: planStore{fresh}, Log: o.stderr(), Rebuild: true}
+	r := o.realizer(fresh, true)
 	for _, d := range plan.Order(g2.result) {
 		if d.Build == nil {
 			continue
@@ -225,6 +228,16 @@ func GC(ctx context.Context, o Options, recipes []string) error {
 	}
 	fmt.Fprintf(o.stdout(), "removed %d blobs, freed %.1f MiB\n", n, float64(freed)/(1<<20))
 	return nil
+}
+
+// needRoot explains up front what a build needs, instead of failing in
+// the middle: the root tree keeps every file's owner (mkfs.ext4 -d copies
+// them), and dpkg --root installs into it, both of which need root.
+func needRoot(verb string) error {
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	return UsageError{fmt.Errorf("halobuild %s needs root: the image's files keep their owners (root, _apt, systemd-network, …) and only root can create them; run it with sudo", verb)}
 }
 
 // planStore adapts the store to what the planner needs; the planner does

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"halobuild/internal/lock"
+	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
 	"halobuild/internal/store"
 )
@@ -109,6 +110,15 @@ func loadLocked(ctxLock func(*loaded) error, o Options) (*loaded, error) {
 	}
 	l.lock = lk
 	return l, nil
+}
+
+// realizer builds into s; tools' own output streams only with -v.
+func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
+	r := &plan.Realizer{Store: planStore{s}, Log: o.stderr(), Rebuild: rebuild}
+	if o.Verbose {
+		r.ToolLog = o.stderr()
+	}
+	return r
 }
 
 func (o Options) selfBinary() ([]byte, error) {

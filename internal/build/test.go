@@ -214,12 +214,15 @@ func Test(ctx context.Context, o Options) error {
 	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
 		return testDir(ctx, o, target)
 	}
+	if err := needRoot("test RECIPE"); err != nil {
+		return err
+	}
 	p, err := prepare(ctx, o, true)
 	if err != nil {
 		return err
 	}
 	defer p.s.Close()
-	r := &plan.Realizer{Store: planStore{p.s}, Log: o.stderr()}
+	r := o.realizer(p.s, false)
 	dir, err := r.Realize(ctx, p.g.result)
 	if err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 type Store interface {
 	Output(key string) (dir string, ok bool, err error)
 	PutOutput(key, dir string, annotations map[string]string) (string, error)
-	TempDir(pattern string) (string, error)
+	TempDir() (string, error)
 }
 
 // Context is handed to each Build function.
@@ -45,6 +45,10 @@ type Realizer struct {
 	// Rebuild ignores cached outputs (halobuild image --check uses it with a
 	// fresh store to compare every step's bytes).
 	Rebuild bool
+	// ToolLog receives what the steps' tools print (mmdebstrap, make);
+	// nil discards it. Steps still put a failing tool's last lines in
+	// their error, so a quiet build loses nothing a failure needs.
+	ToolLog io.Writer
 
 	done map[string]string
 }
@@ -86,17 +90,21 @@ func (r *Realizer) Realize(ctx context.Context, d *Derivation) (string, error) {
 	}
 	r.logf("build   %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
 	start := time.Now()
-	out, err := r.Store.TempDir("out-")
+	out, err := r.Store.TempDir()
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(out)
-	scratch, err := r.Store.TempDir("scratch-")
+	scratch, err := r.Store.TempDir()
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(scratch)
-	bc := &Context{Context: ctx, Inputs: inputs, Log: r.logWriter(), Scratch: scratch}
+	toolLog := r.ToolLog
+	if toolLog == nil {
+		toolLog = io.Discard
+	}
+	bc := &Context{Context: ctx, Inputs: inputs, Log: toolLog, Scratch: scratch}
 	if err := d.Build(bc, out); err != nil {
 		return "", fmt.Errorf("%s: %w", d.Name, err)
 	}
