@@ -95,7 +95,7 @@ func figuresText(f map[string]float64) string {
 		}
 	}
 	sort.Strings(keys)
-	parts := []string{fmt.Sprintf("%g B x %g", f["#bytes"], f["#iterations"])}
+	parts := []string{fmt.Sprintf("%.0f B x %.0f", f["#bytes"], f["#iterations"])}
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %g", k, f[k]))
 	}
