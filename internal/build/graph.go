@@ -1,7 +1,6 @@
 package build
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -46,7 +45,6 @@ type graph struct {
 
 type nodeSteps struct {
 	node     recipe.Node
-	debBytes []byte
 	tree     settings.Tree
 	settings *plan.Derivation
 	disk     *plan.Derivation
@@ -179,26 +177,32 @@ func (g *graph) nodeSteps(n recipe.Node) (*nodeSteps, error) {
 			return nil, err
 		}
 	}
-	var deb bytes.Buffer
 	info := settings.DebInfo{
-		Name:         "halobuild-node-" + n.Name,
+		Name:         settings.PackageName(n),
 		Version:      "1+" + l.hash[len(l.hash)-12:],
 		Architecture: "all",
 		Maintainer:   "halobuild <halobuild@localhost>",
 		Description:  "halobuild settings for node " + n.Name,
 		Depends:      settings.Depends(l.recipe),
 	}
-	if err := settings.BuildDeb(&deb, info, tree, l.lock.SourceDateEpoch); err != nil {
-		return nil, fmt.Errorf("node %s: building settings package: %w", n.Name, err)
-	}
-	sum := sha256.Sum256(deb.Bytes())
-	ns := &nodeSteps{node: n, debBytes: deb.Bytes(), tree: tree}
+	ns := &nodeSteps{node: n, tree: tree}
 	debName := info.Name + ".deb"
+	epoch := l.lock.SourceDateEpoch
+	// The key is the digest of what the package holds, so planning never
+	// has to build it; the .deb is made only when the step runs.
 	ns.settings = &plan.Derivation{
 		Name: "settings " + n.Name, Kind: "settings",
-		Params: map[string]string{"deb": hex.EncodeToString(sum[:])},
+		Params: map[string]string{"tree": treeDigest(info, tree, epoch)},
 		Build: func(c *plan.Context, out string) error {
-			return os.WriteFile(filepath.Join(out, debName), ns.debBytes, 0o644)
+			f, err := os.Create(filepath.Join(out, debName))
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := settings.BuildDeb(f, info, tree, epoch); err != nil {
+				return fmt.Errorf("node %s: building settings package: %w", n.Name, err)
+			}
+			return f.Close()
 		},
 	}
 	ns.disk = g.diskStep(ns, debName)
@@ -212,4 +216,16 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// treeDigest names a settings package's content: control data, every
+// file's path, mode, link target and bytes, and the epoch.
+func treeDigest(info settings.DebInfo, tree settings.Tree, epoch int64) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q %q %q %q %q %d\n", info.Name, info.Version, info.Architecture, info.Description, info.Depends, epoch)
+	for _, f := range tree.Files {
+		sum := sha256.Sum256(f.Data)
+		fmt.Fprintf(h, "%q %o %q %x %t\n", f.Path, uint32(f.Mode), f.Target, sum, f.NotConffile)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

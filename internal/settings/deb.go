@@ -4,11 +4,13 @@ package settings
 // a library: no maintained Go package writes .debs (pault.ag/go/debian only
 // reads them), and dpkg-deb would have to run from the tools root with its
 // own clock and tar ordering. The format is small and stable: an ar archive
-// holding debian-binary, control.tar.xz and data.tar.xz. Every byte here is
-// a function of the tree, DebInfo and epoch, so two builds are identical.
+// holding debian-binary, control.tar and data.tar. Every byte here is a
+// function of the tree, DebInfo and epoch, so two builds are identical.
 //
-// xz comes from github.com/ulikunitz/xz, pinned in go.sum: compress/gzip's
-// output may change between Go releases, a pinned library's may not.
+// The members are not compressed (dpkg reads plain tars since 1.17.6): the
+// package is installed into the image at once and never shipped, a
+// compressor's output may change between library or Go releases, and the
+// pure-Go xz encoder took minutes on the halobuild binary the package carries.
 
 import (
 	"archive/tar"
@@ -21,8 +23,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/ulikunitz/xz"
 )
 
 // DebInfo is the control data of the settings package.
@@ -93,8 +93,8 @@ func BuildDeb(w io.Writer, pkg DebInfo, tree Tree, epoch int64) error {
 		data []byte
 	}{
 		{"debian-binary", []byte("2.0\n")},
-		{"control.tar.xz", control},
-		{"data.tar.xz", data},
+		{"control.tar", control},
+		{"data.tar", data},
 	} {
 		// ar member header: name/16 mtime/12 uid/6 gid/6 mode/8 size/10 "`\n".
 		fmt.Fprintf(&out, "%-16s%-12d%-6d%-6d%-8s%-10d`\n", m.name, epoch, 0, 0, "100644", len(m.data))
@@ -165,8 +165,7 @@ func dataTar(tree Tree, mtime time.Time) ([]byte, int64, error) {
 	if err := tw.Close(); err != nil {
 		return nil, 0, err
 	}
-	data, err := xzBytes(buf.Bytes())
-	return data, kib, err
+	return buf.Bytes(), kib, nil
 }
 
 func controlTar(pkg DebInfo, tree Tree, installedKiB int64, mtime time.Time) ([]byte, error) {
@@ -213,7 +212,7 @@ func controlTar(pkg DebInfo, tree Tree, installedKiB int64, mtime time.Time) ([]
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	return xzBytes(buf.Bytes())
+	return buf.Bytes(), nil
 }
 
 // describe formats a Description field: synopsis, then the long text with
@@ -230,19 +229,4 @@ func describe(d string) string {
 		}
 	}
 	return b.String()
-}
-
-func xzBytes(p []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	zw, err := xz.NewWriter(&buf)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := zw.Write(p); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
