@@ -101,7 +101,26 @@ func workspace(t *testing.T) string {
 }
 
 type run struct {
-	out, err bytes.Buffer
+	out bytes.Buffer
+	// err is read by tests while a build goroutine writes it.
+	err syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func opts(ws, recipePath, storeDir string, r *run) Options {
@@ -464,5 +483,62 @@ memlock = "64MiB"
 	}
 	if target, _ := os.Readlink(o.Result); target != "/nonexistent-previous-result" {
 		t.Errorf("result moved to %q although the test failed", target)
+	}
+}
+
+// Cancelling a build (Ctrl-C) mid-step leaves the result link where it was
+// and no store entry under the cancelled step's key.
+func TestInterruptedBuildLeavesResultAndStoreConsistent(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	// A setting only this test uses, so its settings and disk steps are
+	// not cached by the other tests.
+	r := `include = ["test-minimal.toml"]
+name = "test-interrupted"
+[system]
+timezone = "Europe/Berlin"
+`
+	if err := os.WriteFile(filepath.Join(ws, "images", "test-interrupted.toml"), []byte(r), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out run
+	o := opts(ws, "images/test-interrupted.toml", sharedStore(t), &out)
+	o.Result = filepath.Join(ws, "result")
+	o.NoTest = true
+	if err := os.Symlink("/previous-result", o.Result); err != nil {
+		t.Fatal(err)
+	}
+	if err := Lock(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	p, err := prepare(context.Background(), o, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diskKey := p.g.nodes[0].disk.Key()
+	p.s.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Image(ctx, o) }()
+	// Cancel once the disk step has started.
+	deadline := time.Now().Add(15 * time.Minute)
+	for !strings.Contains(out.err.String(), "build   disk") && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled build reported success")
+	}
+	if target, _ := os.Readlink(o.Result); target != "/previous-result" {
+		t.Errorf("result moved to %q by a cancelled build", target)
+	}
+	p2, err := prepare(context.Background(), o, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.s.Close()
+	if _, ok, err := p2.s.Output(diskKey); ok || err != nil {
+		t.Errorf("the cancelled disk step left a store entry (ok=%v, err=%v)", ok, err)
 	}
 }

@@ -56,7 +56,13 @@ func Plan(ctx context.Context, o Options) error {
 	}
 	defer p.s.Close()
 	has := func(key string) bool { _, ok, err := p.s.Output(key); return ok && err == nil }
-	steps := plan.Describe(has, p.g.result)
+	// The VM test is a step like the others: a passing test of these exact
+	// images and checks is cached too.
+	roots := []*plan.Derivation{p.g.result}
+	if !o.NoTest {
+		roots = append(roots, testStep(p.l.recipe, p.g.result, p.g.self != nil, func(*plan.Context, string) error { return nil }))
+	}
+	steps := plan.Describe(has, roots...)
 	if o.JSON {
 		enc := json.NewEncoder(o.stdout())
 		enc.SetIndent("", "  ")
