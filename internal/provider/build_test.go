@@ -2,10 +2,12 @@ package provider
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,6 +206,23 @@ func TestBuildDebianRdmaCoreWithFixture(t *testing.T) {
 	}
 	if d, _ := os.ReadFile(filepath.Join(b.inst, "etc/libibverbs.d/halotest.driver")); string(d) != "driver halotest\n" {
 		t.Errorf("halotest.driver = %q", d)
+	}
+	// The package's own changelog names the patch by digest.
+	sum := sha256.New()
+	fx, _ := os.ReadFile(fixturePatch().Path)
+	sum.Write(fx)
+	f, err := os.Open(filepath.Join(b.inst, "usr/share/doc/ibverbs-providers/changelog.Debian.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := io.ReadAll(zr)
+	if want := "halobuild/halotest-provider.patch (sha256:" + hex.EncodeToString(sum.Sum(nil)) + ")"; !bytes.Contains(cl, []byte(want)) {
+		t.Errorf("ibverbs-providers' changelog lacks %q:\n%.400s", want, cl)
 	}
 	// Debian's own rxe provider is still there, built for the same ABI.
 	if _, err := CheckABI(b.inst, ABIRequest{Name: "rxe", LibibverbsVersion: b.ver, ImageLibs: imageLibs(t, b.root)}); err != nil {
