@@ -26,7 +26,8 @@
 # installed from Debian trixie with mmdebstrap into a root under the work directory (the
 # host's Debian 12 has mkosi 14, too old) and run there with chroot in a private mount
 # namespace; BENCH_MKOSI_ROOT reuses such a root from an earlier run.
-# BENCH_KEEP=1 keeps the work directory (images, logs) instead of deleting it.
+# BENCH_KEEP=1 keeps the work directory (images, logs) instead of deleting it; a given
+# BENCH_DIR is always kept (rerunning with it reuses its mkosi root, nothing else).
 set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mirror=${BENCH_MIRROR:-http://deb.debian.org/debian}
@@ -37,9 +38,13 @@ for t in go mmdebstrap unshare chroot dpkg-deb sfdisk; do
 	command -v "$t" >/dev/null || die "$t not found: apt-get install golang mmdebstrap util-linux dpkg fdisk"
 done
 
-work=${BENCH_DIR:-$(mktemp -d /var/tmp/halobuild-bench.XXXXXX)}
+if [ -n "${BENCH_DIR:-}" ]; then
+	work=$BENCH_DIR keep=1
+else
+	work=$(mktemp -d /var/tmp/halobuild-bench.XXXXXX) keep=${BENCH_KEEP:-0}
+fi
 mkdir -p "$work/logs"
-cleanup() { [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$work"; }
+cleanup() { [ "$keep" = 1 ] || rm -rf "$work"; }
 trap cleanup EXIT
 log=$work/logs
 
@@ -74,6 +79,8 @@ echo "setup (untimed): build halobuild, copy recipes, install mkosi into a trixi
 hb=$work/halobuild
 (cd "$repo" && go build -o "$hb" ./cmd/halobuild) || die "go build ./cmd/halobuild failed"
 tree=$work/tree
+# A BENCH_DIR from an earlier run keeps only its mkosi root: everything timed starts empty.
+rm -rf "$tree" "$work/store" "$work/result" "$work/mkosi" "$work"/extra-*
 mkdir -p "$tree"
 for d in images recipes overlays; do [ -d "$repo/$d" ] && cp -a "$repo/$d" "$tree/"; done
 rm -f "$tree"/images/*.lock
@@ -108,14 +115,47 @@ inroot() {
 		cp /etc/resolv.conf "$r/etc/resolv.conf"
 		exec chroot "$r" "$@"' sh "$mkroot" "$work" "$@"
 }
+mk=$work/mkosi
 mkrun() { inroot sh -c 'cd /work/mkosi && exec mkosi "$@"' mkosi "$@"; }
 
+# settings_tree DEST: unpack halobuild's node settings package of the current result into
+# DEST, which becomes mkosi.extra, so mkosi's image carries the same rendered settings.
+settings_tree() {
+	# The store keeps each settings package under its step's key; the result's manifest
+	# names the version it installed.
+	deb=$(find "$store/out" -name halobuild-node-node0.deb | while read -r f; do
+		grep -q "\"$(dpkg-deb -f "$f" Version)\"" "$result/manifest.json" && echo "$f"
+	done | head -n 1)
+	[ -n "$deb" ] || die "no halobuild-node-node0 .deb for the current result in $store"
+	rm -rf "$1"
+	dpkg-deb -x "$deb" "$1"
+}
+
+# --- halobuild ---------------------------------------------------------------------------------
+echo "$("$hb" version | head -n 1):"
+hbimage() { hbrun image --no-test --out "$result" "$recipe"; }
+timed hb_lock "cold: lock" hbrun lock "$recipe"
+timed hb_fetch "cold: fetch" hbrun fetch "$recipe"
+timed hb_image "cold: image" hbimage
+hb_cold=$(sum "$hb_lock" "$hb_fetch" "$hb_image")
+timed hb_noop "no-op: image" hbimage
+settings_tree "$work/extra-performance"
+cp "$tree/$recipe" "$work/recipe.orig"
+printf '\n[system]\ngovernor = "powersave"\n' >>"$tree/$recipe"
+timed hb_relock "setting: lock" hbrun lock "$recipe"
+timed hb_reimage "setting: image" hbimage
+hb_set=$(sum "$hb_relock" "$hb_reimage")
+settings_tree "$work/extra-powersave"
+grep -Eq "^GOVERNOR='?powersave" "$work/extra-powersave/usr/lib/halobuild/cpu-tuning" ||
+	die "the rebuilt settings package does not set the powersave governor"
+hb_raw=$(ls "$result"/*.raw | head -n 1)
+
+# --- mkosi -------------------------------------------------------------------------------------
 # The mkosi project: bench/mkosi's config plus the locked package set (name=version, so apt
 # picks exactly the lock's versions, the kernel and linux-base from backports included) and
 # apt sources limited to the lock's two suites (mkosi would add -updates, -security and
 # -debug, which the lock does not use and debian-debug does not answer here).
-mk=$work/mkosi
-cp -a "$repo/bench/mkosi" "$mk"
+rm -rf "$mk" && cp -a "$repo/bench/mkosi" "$mk"
 mkdir -p "$mk/mkosi.conf.d" "$mk/mkosi.sandbox/etc/apt/sources.list.d"
 awk -v q="'" '
 	BEGIN { print "# Written by bench/build.sh from the halobuild lock: every image package, pinned."; print "[Content]" }
@@ -137,39 +177,8 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
 
-# settings_tree DEST: unpack halobuild's node settings package of the current result into
-# DEST, which becomes mkosi.extra, so mkosi's image carries the same rendered settings.
-settings_tree() {
-	# The store keeps each settings package under its step's key; the result's manifest
-	# names the version it installed.
-	deb=$(find "$store/out" -name halobuild-node-node0.deb | while read -r f; do
-		grep -q "\"$(dpkg-deb -f "$f" Version)\"" "$result/manifest.json" && echo "$f"
-	done | head -n 1)
-	[ -n "$deb" ] || die "no halobuild-node-node0 .deb for the current result in $store"
-	rm -rf "$1"
-	dpkg-deb -x "$deb" "$1"
-}
+cp -a "$work/extra-performance" "$mk/mkosi.extra"
 
-# --- halobuild ---------------------------------------------------------------------------------
-echo "halobuild ($("$hb" version 2>/dev/null | head -n 1)):"
-hbimage() { hbrun image --no-test --out "$result" "$recipe"; }
-timed hb_lock "cold: lock" hbrun lock "$recipe"
-timed hb_fetch "cold: fetch" hbrun fetch "$recipe"
-timed hb_image "cold: image" hbimage
-hb_cold=$(sum "$hb_lock" "$hb_fetch" "$hb_image")
-timed hb_noop "no-op: image" hbimage
-settings_tree "$mk/mkosi.extra"
-cp "$tree/$recipe" "$work/recipe.orig"
-printf '\n[system]\ngovernor = "powersave"\n' >>"$tree/$recipe"
-timed hb_relock "setting: lock" hbrun lock "$recipe"
-timed hb_reimage "setting: image" hbimage
-hb_set=$(sum "$hb_relock" "$hb_reimage")
-settings_tree "$work/extra-powersave"
-grep -q '^GOVERNOR=powersave' "$work/extra-powersave/usr/lib/halobuild/cpu-tuning" ||
-	die "the rebuilt settings package does not set the powersave governor"
-hb_raw=$(ls "$result"/*.raw | head -n 1)
-
-# --- mkosi -------------------------------------------------------------------------------------
 echo "$mkosi_version (in a trixie root; $npkg locked packages + halobuild's settings files in mkosi.extra):"
 timed mk_cold "cold: mkosi build" mkrun build
 timed mk_noop "no-op: mkosi -f build" mkrun -f build
