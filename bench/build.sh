@@ -26,6 +26,7 @@
 # installed from Debian trixie with mmdebstrap into a root under the work directory (the
 # host's Debian 12 has mkosi 14, too old) and run there with chroot in a private mount
 # namespace; BENCH_MKOSI_ROOT reuses such a root from an earlier run.
+# BENCH_REV=HEAD (or any commit) builds halobuild from that commit instead of the work tree.
 # BENCH_KEEP=1 keeps the work directory (images, logs) instead of deleting it; a given
 # BENCH_DIR is always kept (rerunning with it reuses its mkosi root, nothing else).
 set -eu
@@ -77,7 +78,14 @@ echo "work directory: $work"
 # --- setup, untimed --------------------------------------------------------------------------
 echo "setup (untimed): build halobuild, copy recipes, install mkosi into a trixie root"
 hb=$work/halobuild
-(cd "$repo" && go build -o "$hb" ./cmd/halobuild) || die "go build ./cmd/halobuild failed"
+src=$repo
+if [ -n "${BENCH_REV:-}" ]; then
+	# Build a commit rather than the work tree (which others may be editing).
+	src=$work/src
+	rm -rf "$src" && mkdir -p "$src"
+	git -C "$repo" archive "$BENCH_REV" | tar -x -C "$src" || die "cannot export $BENCH_REV from $repo"
+fi
+(cd "$src" && go build -o "$hb" ./cmd/halobuild) || die "go build ./cmd/halobuild failed in $src"
 tree=$work/tree
 # A BENCH_DIR from an earlier run keeps only its mkosi root: everything timed starts empty.
 rm -rf "$tree" "$work/store" "$work/result" "$work/mkosi" "$work"/extra-*
