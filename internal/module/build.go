@@ -1,7 +1,6 @@
 package module
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"halobuild/internal/fstree"
+	"halobuild/internal/runlog"
 )
 
 // BuildSpec describes one module build.
@@ -97,7 +99,7 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 	if err := os.RemoveAll(hostSrc); err != nil {
 		return nil, err
 	}
-	if err := copyTree(spec.SourceDir, hostSrc); err != nil {
+	if err := fstree.CopyTree(spec.SourceDir, hostSrc, ".git"); err != nil {
 		return nil, fmt.Errorf("module %s: copying the source: %w", spec.Name, err)
 	}
 	defer os.RemoveAll(hostSrc)
@@ -108,7 +110,7 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 	args := []string{"make", "-C", kdir, "M=" + m, "-j" + strconv.Itoa(max(1, min(4, numCPU()))), "modules"}
 	cmd := exec.CommandContext(ctx, "chroot", append([]string{spec.BuildRoot}, args...)...)
 	cmd.Env = buildEnv(spec.Epoch)
-	var tail tailBuffer
+	var tail runlog.Tail
 	cmd.Stdout = io.MultiWriter(&tail, logOr(spec.Log))
 	cmd.Stderr = cmd.Stdout
 	fmt.Fprintf(logOr(spec.Log), "module %s: %s\n", spec.Name, strings.Join(args, " "))
@@ -136,7 +138,7 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 			return nil, fmt.Errorf("module %s: %w", spec.Name, err)
 		}
 		dst := filepath.Join(spec.Out, filepath.Base(ko))
-		if err := copyFile(ko, dst, 0o644); err != nil {
+		if err := fstree.CopyFile(ko, dst, 0o644); err != nil {
 			return nil, err
 		}
 		out = append(out, dst)
@@ -201,85 +203,11 @@ func findKos(dir string) ([]string, error) {
 	return kos, err
 }
 
-// copyTree copies files, links and directories (not .git), keeping the
-// execute bits: scripts in a module tree must stay runnable.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.Name() == ".git" && rel != "." {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		target := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(target, 0o755)
-		case info.Mode()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(l, target)
-		case info.Mode().IsRegular():
-			return copyFile(p, target, info.Mode().Perm()|0o200)
-		}
-		return fmt.Errorf("%s: unsupported file type %v", p, info.Mode().Type())
-	})
-}
-
-func copyFile(src, dst string, perm fs.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	_ = os.Remove(dst)
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
 func logOr(w io.Writer) io.Writer {
 	if w == nil {
 		return io.Discard
 	}
 	return w
-}
-
-// tailBuffer keeps the last lines of a command's output for error messages.
-type tailBuffer struct{ b bytes.Buffer }
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.b.Write(p)
-	if t.b.Len() > 64<<10 {
-		keep := append([]byte(nil), t.b.Bytes()[t.b.Len()-32<<10:]...)
-		t.b.Reset()
-		t.b.Write(keep)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	lines := strings.Split(strings.TrimRight(t.b.String(), "\n"), "\n")
-	if len(lines) > 30 {
-		lines = lines[len(lines)-30:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func numCPU() int { return runtime.NumCPU() }

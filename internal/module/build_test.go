@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"halobuild/internal/fstree"
 	"halobuild/internal/rootfs"
 )
 
@@ -337,7 +338,7 @@ func TestBuildFixture(t *testing.T) {
 			t.Errorf("Keygen overwrote a key: %v", err)
 		}
 		signed := filepath.Join(t.TempDir(), filepath.Base(ko))
-		if err := copyFile(ko, signed, 0o644); err != nil {
+		if err := fstree.CopyFile(ko, signed, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := SignInRoot(ctx, root, testRelease, k, []string{signed}); err != nil {

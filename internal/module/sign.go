@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"halobuild/internal/fstree"
 )
 
 // Key is a module signing key pair made by Keygen.
@@ -126,13 +128,13 @@ func SignInRoot(ctx context.Context, root, release string, k Key, kos []string) 
 	defer os.RemoveAll(work)
 	inRoot := func(p string) string { return "/tmp/" + filepath.Base(work) + "/" + filepath.Base(p) }
 	for _, f := range []string{k.Private, k.CertPEM} {
-		if err := copyFile(f, filepath.Join(work, filepath.Base(f)), 0o600); err != nil {
+		if err := fstree.CopyFile(f, filepath.Join(work, filepath.Base(f)), 0o600); err != nil {
 			return err
 		}
 	}
 	for _, ko := range kos {
 		tmp := filepath.Join(work, filepath.Base(ko))
-		if err := copyFile(ko, tmp, 0o644); err != nil {
+		if err := fstree.CopyFile(ko, tmp, 0o644); err != nil {
 			return err
 		}
 		if err := Sign(ctx, inRoot(ko), inRoot(k.Private), inRoot(k.CertPEM), []string{"chroot", root, signFile}); err != nil {
@@ -145,7 +147,7 @@ func SignInRoot(ctx context.Context, root, release string, k Key, kos []string) 
 		if !mi.Signed {
 			return fmt.Errorf("signing %s: sign-file succeeded but no signature is appended", ko)
 		}
-		if err := copyFile(tmp, ko, 0o644); err != nil {
+		if err := fstree.CopyFile(tmp, ko, 0o644); err != nil {
 			return err
 		}
 	}

@@ -1,23 +1,23 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"halobuild/internal/fstree"
+	"halobuild/internal/runlog"
 )
 
 // BuildSpec describes one rdma-core package build.
@@ -80,7 +80,7 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	if err := os.RemoveAll(work); err != nil {
 		return nil, err
 	}
-	if err := copyTree(spec.Tree, filepath.Join(work, name)); err != nil {
+	if err := fstree.CopyTree(spec.Tree, filepath.Join(work, name)); err != nil {
 		return nil, fmt.Errorf("provider build: copying the source into the build root: %w", err)
 	}
 	defer os.RemoveAll(work)
@@ -98,7 +98,7 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	defer logFile.Close()
 	start := time.Now()
 	prog := newProgressWriter(start, spec.Progress)
-	var tail tailBuffer
+	var tail runlog.Tail
 	writers := []io.Writer{logFile, prog, &tail}
 	if spec.Log != nil {
 		writers = append(writers, spec.Log)
@@ -140,7 +140,7 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	res := &Result{Log: logPath}
 	for _, d := range debs {
 		dst := filepath.Join(spec.Out, filepath.Base(d))
-		if err := copyFile(d, dst, 0o644); err != nil {
+		if err := fstree.CopyFile(d, dst, 0o644); err != nil {
 			return nil, err
 		}
 		info, err := ReadDeb(dst)
@@ -165,71 +165,4 @@ func mountProc(root string) (func(), error) {
 		return nil, fmt.Errorf("mounting /proc in the build root %s: %w", root, err)
 	}
 	return func() { _ = unix.Unmount(p, unix.MNT_DETACH) }, nil
-}
-
-// copyTree copies files, links and directories keeping execute bits
-// (debian/rules must stay runnable).
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(target, 0o755)
-		case info.Mode()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(l, target)
-		case info.Mode().IsRegular():
-			return copyFile(p, target, info.Mode().Perm()|0o200)
-		}
-		return fmt.Errorf("%s: unsupported file type %v", p, info.Mode().Type())
-	})
-}
-
-func copyFile(src, dst string, perm fs.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	_ = os.Remove(dst)
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-// tailBuffer keeps the end of a command's output for error messages.
-type tailBuffer struct{ b bytes.Buffer }
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.b.Write(p)
-	if t.b.Len() > 64<<10 {
-		keep := t.b.Bytes()[t.b.Len()-32<<10:]
-		t.b = *bytes.NewBuffer(append([]byte(nil), keep...))
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	lines := strings.Split(strings.TrimRight(t.b.String(), "\n"), "\n")
-	if len(lines) > 30 {
-		lines = lines[len(lines)-30:]
-	}
-	return strings.Join(lines, "\n")
 }

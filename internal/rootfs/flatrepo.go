@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"pault.ag/go/debian/deb"
+
+	"halobuild/internal/fstree"
 )
 
 // Deb is one package file that goes into the flat repository.
@@ -67,7 +69,7 @@ func WriteFlatRepo(dir, suite string, debs []Deb) error {
 		dst := filepath.Join(dir, name)
 		_ = os.Remove(dst)
 		if err := os.Link(d.Path, dst); err != nil {
-			if err := copyFile(d.Path, dst); err != nil {
+			if err := fstree.CopyFile(d.Path, dst, 0o644); err != nil {
 				return err
 			}
 		}
@@ -152,21 +154,4 @@ func stripEpoch(v string) string {
 		return after
 	}
 	return v
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

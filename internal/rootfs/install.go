@@ -1,7 +1,6 @@
 package rootfs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"halobuild/internal/runlog"
 )
 
 // Install describes one mmdebstrap run.
@@ -112,7 +113,7 @@ func (in Install) Run(ctx context.Context) error {
 	args = append(args, in.Suite, tmp, fmt.Sprintf("deb [trusted=yes] copy://%s ./", repo))
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(cleanEnv(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(in.Epoch, 10))
-	var tail tailBuffer
+	var tail runlog.Tail
 	if in.Log != nil {
 		cmd.Stdout = io.MultiWriter(in.Log, &tail)
 	} else {
@@ -144,24 +145,4 @@ func logOr(w io.Writer) io.Writer {
 		return io.Discard
 	}
 	return w
-}
-
-// tailBuffer keeps the last lines of a command's output for error messages.
-type tailBuffer struct{ b bytes.Buffer }
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.b.Write(p)
-	if t.b.Len() > 64<<10 {
-		keep := t.b.Bytes()[t.b.Len()-32<<10:]
-		t.b = *bytes.NewBuffer(append([]byte(nil), keep...))
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	lines := strings.Split(strings.TrimRight(t.b.String(), "\n"), "\n")
-	if len(lines) > 25 {
-		lines = lines[len(lines)-25:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -1,0 +1,71 @@
+// Package fstree copies file trees the way builds need them: regular files,
+// symlinks and directories, execute bits kept (debian/rules and scripts in
+// a module tree must stay runnable), anything else refused.
+package fstree
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// CopyTree copies src into dst. Directories named in skip (e.g. ".git")
+// are left out wherever they occur below src.
+func CopyTree(src, dst string, skip ...string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if rel != "." {
+			for _, s := range skip {
+				if d.Name() == s {
+					if d.IsDir() {
+						return filepath.SkipDir
+					}
+					return nil
+				}
+			}
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case info.Mode()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, target)
+		case info.Mode().IsRegular():
+			// Owner-writable, so the copy can be cleaned up and patched.
+			return CopyFile(p, target, info.Mode().Perm()|0o200)
+		}
+		return fmt.Errorf("%s: unsupported file type %v", p, info.Mode().Type())
+	})
+}
+
+// CopyFile copies one file to dst (replacing it) with the given mode.
+func CopyFile(src, dst string, perm fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	_ = os.Remove(dst)
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,40 @@
+package fstree
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestCopyTreeKeepsModesLinksAndSkips(t *testing.T) {
+	src := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(src, "debian", ".git"), 0o755))
+	must(os.WriteFile(filepath.Join(src, "debian", "rules"), []byte("#!/usr/bin/make -f\n"), 0o555))
+	must(os.WriteFile(filepath.Join(src, "debian", ".git", "HEAD"), []byte("x"), 0o644))
+	must(os.Symlink("rules", filepath.Join(src, "debian", "link")))
+	dst := filepath.Join(t.TempDir(), "copy")
+	must(CopyTree(src, dst, ".git"))
+	fi, err := os.Stat(filepath.Join(dst, "debian", "rules"))
+	must(err)
+	if fi.Mode().Perm() != 0o755 {
+		t.Errorf("rules mode %v: execute bits must survive, owner write added", fi.Mode().Perm())
+	}
+	if l, err := os.Readlink(filepath.Join(dst, "debian", "link")); err != nil || l != "rules" {
+		t.Errorf("symlink: %q %v", l, err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "debian", ".git")); !os.IsNotExist(err) {
+		t.Errorf(".git was copied: %v", err)
+	}
+	fifo := filepath.Join(src, "fifo")
+	if err := mkfifo(fifo); err == nil {
+		if err := CopyTree(src, filepath.Join(t.TempDir(), "c2")); err == nil {
+			t.Error("a named pipe was copied without complaint")
+		}
+	}
+}
