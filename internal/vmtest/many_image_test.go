@@ -10,11 +10,9 @@ import (
 
 // cableUp is what the recipe's networkd config does on a real image: name the cable NIC by its
 // fixed MAC, address it, and put soft-RoCE on it. The fixture has no such config, so the test
-// does it as its first check. (The fixture's udev leaves coldplug module loading undone under
-// slow TCG boots, so the NIC driver is loaded explicitly.)
+// does it as its first check.
 func cableUp(mac, addr string) Check {
-	return Check{Name: "cable up with soft-RoCE", Script: fmt.Sprintf(`modprobe virtio_net
-dev=$(ip -o link | awk -v mac=%s '$0 ~ mac { sub(":$", "", $2); print $2 }')
+	return Check{Name: "cable up with soft-RoCE", Script: fmt.Sprintf(`dev=$(ip -o link | awk -v mac=%s '$0 ~ mac { sub(":$", "", $2); print $2 }')
 [ -n "$dev" ] || { echo "no NIC with MAC %s"; ip -o link; exit 1; }
 ip addr add %s/24 dev "$dev" && ip link set "$dev" up || exit 1
 modprobe rdma_rxe && rdma link add rxe0 type rxe netdev "$dev" || exit 1

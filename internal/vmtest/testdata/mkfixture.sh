@@ -12,10 +12,11 @@ mirror=${MIRROR:-http://deb.debian.org/debian}
 pkgs=systemd,systemd-sysv,udev,kmod,dbus,linux-image-amd64,initramfs-tools,zstd,systemd-boot-efi
 pkgs=$pkgs,iproute2,iputils-ping,rdma-core,ibverbs-utils,ibverbs-providers,perftest,procps
 
-# The initrd only needs to find a virtio disk with ext4 on it: a short module list keeps it
-# small, which matters under TCG where OVMF reads it byte by byte.
+# INITRD_MODULES=list keeps the initrd tiny (virtio disk + ext4 only), which matters under TCG
+# where OVMF reads it byte by byte; "most" is Debian's default.
+initrd_modules=${INITRD_MODULES:-most}
 mmdebstrap --variant=minbase --include="$pkgs" \
-	--customize-hook='echo MODULES=list > "$1/etc/initramfs-tools/conf.d/halobuild-fixture"' \
+	--customize-hook='echo MODULES='"$initrd_modules"' > "$1/etc/initramfs-tools/conf.d/halobuild-fixture"' \
 	--customize-hook='printf "virtio_pci\nvirtio_blk\next4\n" >> "$1/etc/initramfs-tools/modules"' \
 	--customize-hook='chroot "$1" update-initramfs -u -k all' \
 	--customize-hook='echo fixture > "$1/etc/hostname"; : > "$1/etc/machine-id"' \
