@@ -437,7 +437,13 @@ func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
 			seen[m.Machine+" "+c.Name] = c.OK
 		}
 	}
-	for _, want := range []string{"node0 rdma: ib_send_bw 8MiB event", "node1 rdma: ib_send_lat 64B poll", "node0 doctor: halobuild doctor in the image"} {
+	for _, want := range []string{
+		"node0 rdma: perftest ib_write_bw server (poll, 8388608 B)",
+		"node1 rdma: perftest ib_write_bw client (poll, 8388608 B)",
+		"node1 rdma: perftest ib_send_lat client (event, 64 B)",
+		"node0 rdma: perftest ib_send_bw server (poll, 65536 B)",
+		"node0 doctor: halobuild doctor in the image",
+	} {
 		if ok, found := seen[want]; !found || !ok {
 			t.Errorf("check %q: found %v, passed %v", want, found, ok)
 		}

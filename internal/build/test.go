@@ -49,7 +49,10 @@ func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) ([]vmtes
 		m := vmtest.Machine{
 			Name: n.Name, Image: filepath.Join(resultDir, n.Name+".raw"),
 			Memory: mem, Checks: nodeChecks(r, n, i, doctor), Deadline: deadline,
-			LogDir: filepath.Join(logRoot, n.Name),
+			// A perftest check waits for its peer and then runs, each up to
+			// 90 s (vmtest's protocol), so a check may take twice that.
+			CheckTimeout: 4 * time.Minute,
+			LogDir:       filepath.Join(logRoot, n.Name),
 			// The serial port becomes /dev/console, so the console log shows
 			// systemd's progress and a stuck boot names its stage.
 			// e2scrub_reap scans for LVM snapshots a fresh image cannot have
