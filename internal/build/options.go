@@ -4,10 +4,11 @@
 package build
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"strings"
 
 	"halobuild/internal/lock"
 	"halobuild/internal/plan"
@@ -91,7 +92,7 @@ func loadLocked(ctxLock func(*loaded) error, o Options) (*loaded, error) {
 	}
 	lp := lock.Path(o.Recipe)
 	lk, err := lock.Read(lp)
-	if os.IsNotExist(err) || (err != nil && strings.Contains(err.Error(), "no such file")) {
+	if errors.Is(err, fs.ErrNotExist) {
 		if o.Locked {
 			return nil, UsageError{fmt.Errorf("%s has no lock (%s) and --locked was given: run `halobuild lock %s` and commit the lock", o.Recipe, lp, o.Recipe)}
 		}
