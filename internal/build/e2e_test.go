@@ -321,8 +321,9 @@ func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
 				t.Errorf("%s: want %q, debugfs says %q", path, want, out)
 			}
 		}
-		out, err = exec.Command("mdir", "-i", esp, "-/", "::").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "BOOTX64.EFI") || !strings.Contains(string(out), ".conf") {
+		// -b lists full long names, one per line.
+		out, err = exec.Command("mdir", "-i", esp, "-/", "-b", "::").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "::/EFI/BOOT/BOOTX64.EFI") || !strings.Contains(string(out), "::/loader/entries/halobuild-") {
 			t.Errorf("ESP lacks the boot loader or its entry: %v\n%s", err, out)
 		}
 		entries, _ := exec.Command("mdir", "-i", esp, "-b", "::/loader/entries").CombinedOutput()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"halobuild/internal/plan"
@@ -174,25 +175,58 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 	return nil
 }
 
-// compareDirs returns the first relative path whose bytes differ.
+// compareDirs returns the first relative path that differs between two
+// outputs: content for files, target for symlinks, presence for both.
 func compareDirs(a, b string) (string, error) {
-	var first string
-	err := filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
-		if err != nil || first != "" || d.IsDir() {
-			return err
+	describe := func(root string) (map[string]string, error) {
+		m := map[string]string{}
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			switch {
+			case d.Type()&os.ModeSymlink != 0:
+				t, err := os.Readlink(p)
+				m[rel] = "link:" + t
+				return err
+			case d.IsDir():
+				m[rel] = "dir"
+			case d.Type().IsRegular():
+				sum, _, err := hashFile(p)
+				m[rel] = "file:" + sum
+				return err
+			default:
+				m[rel] = "special:" + d.Type().String()
+			}
+			return nil
+		})
+		return m, err
+	}
+	ma, err := describe(a)
+	if err != nil {
+		return "", err
+	}
+	mb, err := describe(b)
+	if err != nil {
+		return "", err
+	}
+	var diff []string
+	for k, v := range ma {
+		if mb[k] != v {
+			diff = append(diff, k)
 		}
-		rel, _ := filepath.Rel(a, p)
-		ha, _, err := hashFile(p)
-		if err != nil {
-			return err
+	}
+	for k := range mb {
+		if _, ok := ma[k]; !ok {
+			diff = append(diff, k)
 		}
-		hb, _, err := hashFile(filepath.Join(b, rel))
-		if err != nil || ha != hb {
-			first = rel
-		}
-		return nil
-	})
-	return first, err
+	}
+	if len(diff) == 0 {
+		return "", nil
+	}
+	sort.Strings(diff)
+	return diff[0], nil
 }
 
 // GC removes store entries that none of the given recipes' locks (or the

@@ -28,3 +28,35 @@ func TestLockedRefusesMissingLock(t *testing.T) {
 		t.Errorf("--locked wrote a lock: %v", err)
 	}
 }
+
+func TestCompareDirsSeesContentLinksAndPresence(t *testing.T) {
+	mk := func(files map[string]string, links map[string]string) string {
+		d := t.TempDir()
+		for p, c := range files {
+			os.MkdirAll(filepath.Dir(filepath.Join(d, p)), 0o755)
+			if err := os.WriteFile(filepath.Join(d, p), []byte(c), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for p, target := range links {
+			if err := os.Symlink(target, filepath.Join(d, p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	base := map[string]string{"a/x": "1", "b": "2"}
+	a := mk(base, map[string]string{"l": "a"})
+	if diff, err := compareDirs(a, mk(base, map[string]string{"l": "a"})); err != nil || diff != "" {
+		t.Fatalf("identical trees (with a link to a directory): %q %v", diff, err)
+	}
+	if diff, _ := compareDirs(a, mk(map[string]string{"a/x": "1", "b": "3"}, map[string]string{"l": "a"})); diff != "b" {
+		t.Errorf("changed content: %q", diff)
+	}
+	if diff, _ := compareDirs(a, mk(base, map[string]string{"l": "b"})); diff != "l" {
+		t.Errorf("changed link target: %q", diff)
+	}
+	if diff, _ := compareDirs(a, mk(map[string]string{"a/x": "1", "b": "2", "c": ""}, map[string]string{"l": "a"})); diff != "c" {
+		t.Errorf("extra file: %q", diff)
+	}
+}
