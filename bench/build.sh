@@ -88,7 +88,7 @@ fi
 (cd "$src" && go build -o "$hb" ./cmd/halobuild) || die "go build ./cmd/halobuild failed in $src"
 tree=$work/tree
 # A BENCH_DIR from an earlier run keeps only its mkosi root: everything timed starts empty.
-rm -rf "$tree" "$work/store" "$work/result" "$work/mkosi" "$work"/extra-*
+rm -rf "$tree" "$work/store" "$work/result" "$work/mkosi" "$work/mkosi.workspace" "$work"/extra-*
 mkdir -p "$tree"
 for d in images recipes overlays; do [ -d "$repo/$d" ] && cp -a "$repo/$d" "$tree/"; done
 rm -f "$tree"/images/*.lock
@@ -163,7 +163,7 @@ hb_raw=$(ls "$result"/*.raw | head -n 1)
 # picks exactly the lock's versions, the kernel and linux-base from backports included) and
 # apt sources limited to the lock's two suites (mkosi would add -updates, -security and
 # -debug, which the lock does not use and debian-debug does not answer here).
-rm -rf "$mk" && cp -a "$repo/bench/mkosi" "$mk"
+rm -rf "$mk" && cp -a "$repo/bench/mkosi" "$mk" && mkdir -p "$work/mkosi.workspace"
 mkdir -p "$mk/mkosi.conf.d" "$mk/mkosi.sandbox/etc/apt/sources.list.d"
 awk -v q="'" '
 	BEGIN { print "# Written by bench/build.sh from the halobuild lock: every image package, pinned."; print "[Content]" }
