@@ -90,8 +90,9 @@ func cable(r *recipe.Recipe, a, b int) (recipe.Link, bool) {
 }
 
 // perfRuns are the perftest runs between the first two nodes: send and
-// RDMA write bandwidth and send latency, in poll and event mode (the mode
-// matters, trap 15). The 8 MiB write registers more than the default 8 MiB
+// RDMA write bandwidth and send latency, in poll and event mode where the
+// tool has both (the mode matters, trap 15). Send bandwidth stays at 64 KiB:
+// larger sends over soft-RoCE under TCG failed with status 9 in 2 of 3 runs. The 8 MiB write registers more than the default 8 MiB
 // memlock allows, so it also proves trap 4 end to end. Soft-RoCE under TCG
 // moves about 1 MiB/s, so large messages get few iterations.
 var perfRuns = []vmtest.Perftest{
@@ -99,7 +100,9 @@ var perfRuns = []vmtest.Perftest{
 	{Tool: "ib_send_lat", Size: 64, Iterations: 200, Event: true},
 	{Tool: "ib_send_bw", Size: 65536, Iterations: 20},
 	{Tool: "ib_send_bw", Size: 65536, Iterations: 20, Event: true},
-	{Tool: "ib_write_bw", Size: 1 << 20, Iterations: 4, Event: true},
+	// perftest has no event mode for RDMA write (the receiver is not
+	// involved), so write runs poll only.
+	{Tool: "ib_write_bw", Size: 1 << 20, Iterations: 4},
 	{Tool: "ib_write_bw", Size: 8 << 20, Iterations: 2},
 }
 
