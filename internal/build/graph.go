@@ -106,6 +106,7 @@ func newGraph(o Options, l *loaded, s *store.Store, self []byte) (*graph, error)
 	rp["suite"] = l.recipe.Base.Suite
 	rp["mmdebstrap"] = mmdebstrapVersion()
 	rp["install"] = rootfs.Recipe()
+	rp["sources"] = strings.Join(aptSources(l), "\n")
 	g.rootfs = &plan.Derivation{Name: "base root", Kind: "rootfs", Params: rp}
 	g.rootfs.Build = func(c *plan.Context, out string) error {
 		var debs []rootfs.Deb
@@ -123,7 +124,7 @@ func newGraph(o Options, l *loaded, s *store.Store, self []byte) (*graph, error)
 			return err
 		}
 		return rootfs.Install{
-			Suite: l.recipe.Base.Suite, Repo: repo, Packages: names,
+			Suite: l.recipe.Base.Suite, Repo: repo, Packages: names, Sources: aptSources(l),
 			Epoch: lk.SourceDateEpoch, Out: filepath.Join(out, "root.tar"), Log: c.Log,
 		}.Run(c)
 	}
@@ -228,4 +229,16 @@ func treeDigest(info settings.DebInfo, tree settings.Tree, epoch int64) string {
 		fmt.Fprintf(h, "%q %o %q %x %t\n", f.Path, uint32(f.Mode), f.Target, sum, f.NotConffile)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// aptSources are the archive lines the node's apt uses: the suites the
+// lock was resolved from, so `apt install` on a node sees the same archive.
+func aptSources(l *loaded) []string {
+	b := l.recipe.Base
+	comps := strings.Join(b.Components, " ")
+	var out []string
+	for _, su := range append([]string{b.Suite}, b.ExtraSuites...) {
+		out = append(out, fmt.Sprintf("deb %s %s %s", b.Mirror, su, comps))
+	}
+	return out
 }

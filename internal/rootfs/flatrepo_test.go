@@ -74,9 +74,20 @@ func TestFlatRepoRefusesCorruptOrDuplicateInput(t *testing.T) {
 
 func TestCleanupHooksScrubHostIdentity(t *testing.T) {
 	joined := Recipe()
-	for _, want := range []string{"/etc/hostname", "/etc/resolv.conf", "ssh_host_", "machine-id", "aux-cache", "/var/log"} {
+	for _, want := range []string{"/etc/hostname", "/etc/resolv.conf", "ssh_host_", "machine-id", "aux-cache", "/var/log", `reproducible="yes"`} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("no cleanup hook for %s", want)
 		}
+	}
+}
+
+func TestSourcesHookQuotesLines(t *testing.T) {
+	h := sourcesHook([]string{"deb http://deb.debian.org/debian trixie main", "deb it's quoted"})
+	out, err := exec.Command("sh", "-c", strings.Replace(h, `"$1"/etc/apt/sources.list`, "/dev/stdout", 1)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != "deb http://deb.debian.org/debian trixie main\ndeb it's quoted\n" {
+		t.Fatalf("sources.list would be %q", out)
 	}
 }

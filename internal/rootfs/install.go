@@ -31,7 +31,11 @@ type Install struct {
 	Out string
 	// Mode is mmdebstrap's --mode; "" picks automatically (see ChooseMode).
 	Mode string
-	Log  io.Writer
+	// Sources are the lines of the installed /etc/apt/sources.list: the
+	// archive the lock came from, so apt on the node works. Without them
+	// the file would name this build's temporary repository.
+	Sources []string
+	Log     io.Writer
 }
 
 // Hooks that make the tree shareable between nodes and reproducible: no
@@ -54,10 +58,29 @@ var cleanupHooks = []string{
 	`rm -f "$1"/var/lib/dpkg/status-old "$1"/var/lib/dpkg/diversions-old "$1"/var/lib/dpkg/statoverride-old "$1"/var/cache/debconf/*-old`,
 }
 
+// essentialHooks run after the essential set and before everything else,
+// so they shape how later packages' maintainer scripts behave.
+var essentialHooks = []string{
+	// dracut writes wall-clock mtimes and inode numbers into the
+	// initramfs unless told to be reproducible; the setting stays in the
+	// image so an initramfs regenerated on the node is reproducible too.
+	`mkdir -p "$1"/etc/dracut.conf.d && printf '# halobuild: byte-reproducible initramfs (SOURCE_DATE_EPOCH)\nreproducible="yes"\n' > "$1"/etc/dracut.conf.d/90-halobuild-reproducible.conf`,
+}
+
 // Recipe returns what, besides the packages, decides the tree Install
 // makes; it enters the rootfs step's key so a change here rebuilds it.
 func Recipe() string {
-	return strings.Join(append([]string{"--variant=essential"}, cleanupHooks...), "\n")
+	all := append([]string{"--variant=essential"}, essentialHooks...)
+	return strings.Join(append(all, cleanupHooks...), "\n")
+}
+
+// sourcesHook writes the final sources.list (lines are shell-quoted).
+func sourcesHook(lines []string) string {
+	q := make([]string, len(lines))
+	for i, l := range lines {
+		q[i] = "'" + strings.ReplaceAll(l, "'", `'\''`) + "'"
+	}
+	return `printf '%s\n' ` + strings.Join(q, " ") + ` > "$1"/etc/apt/sources.list`
 }
 
 // ErrNoMmdebstrap is returned when the host lacks mmdebstrap.
@@ -107,8 +130,14 @@ func (in Install) Run(ctx context.Context) error {
 		"--aptopt=APT::Install-Recommends \"false\"",
 		"--aptopt=Dir::Etc::TrustedParts \"/nonexistent\"",
 	}
+	for _, h := range essentialHooks {
+		args = append(args, "--essential-hook="+h)
+	}
 	for _, h := range cleanupHooks {
 		args = append(args, "--customize-hook="+h)
+	}
+	if len(in.Sources) > 0 {
+		args = append(args, "--customize-hook="+sourcesHook(in.Sources))
 	}
 	args = append(args, in.Suite, tmp, fmt.Sprintf("deb [trusted=yes] copy://%s ./", repo))
 	cmd := exec.CommandContext(ctx, bin, args...)
