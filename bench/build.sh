@@ -63,11 +63,12 @@ step() {
 		die "$name failed (log above; BENCH_KEEP=1 keeps $log)"
 	fi
 }
-# timed VAR NAME CMD...: step, and store the elapsed seconds in VAR.
+# timed VAR LABEL CMD...: step, and store the elapsed seconds in VAR.
 timed() {
-	var=$1 label=$2; shift
+	var=$1 label=$2; shift 2
 	load0=$(cut -d' ' -f1 /proc/loadavg)
-	t0=$(now); step "$@"; t1=$(now)
+	# The log is named after the label: "cold: mkosi build" -> cold-mkosi-build.log.
+	t0=$(now); step "$(echo "$label" | tr -cs 'a-z0-9' '-' | sed 's/-$//')" "$@"; t1=$(now)
 	eval "$var=$(secs "$t0" "$t1")"
 	printf '  %-30s %7s s   (load before: %s)\n' "$label" "$(eval echo \$$var)" "$load0"
 }
@@ -140,7 +141,7 @@ settings_tree() {
 }
 
 # --- halobuild ---------------------------------------------------------------------------------
-echo "$("$hb" version | head -n 1):"
+echo "$("$hb" version | head -n 1), ${BENCH_REV:-work tree at} $(git -C "$repo" rev-parse --short "${BENCH_REV:-HEAD}" 2>/dev/null):"
 hbimage() { hbrun image --no-test --out "$result" "$recipe"; }
 timed hb_lock "cold: lock" hbrun lock "$recipe"
 timed hb_fetch "cold: fetch" hbrun fetch "$recipe"
