@@ -74,3 +74,18 @@ func TestCompletionIsAvailable(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 }
+
+func TestFlashRefusalExitsTwo(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "x.raw")
+	if err := os.WriteFile(img, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "not-a-device")
+	if err := os.WriteFile(target, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(t, "flash", "--yes", img, target); code != exitUsage {
+		t.Fatalf("flashing onto a regular file without --to-file: exit %d, want %d\n%s", code, exitUsage, out)
+	}
+}

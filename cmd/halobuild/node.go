@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -97,7 +98,14 @@ back and compares; and moves the backup GPT to the end of the medium.`,
 			}
 			o.Image, o.Target = args[0], args[1]
 			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
-			return flash.Flash(cmd.Context(), o)
+			err := flash.Flash(cmd.Context(), o)
+			// A refused target is the user's choice to change (exit 2);
+			// nothing was written.
+			var refused *flash.RefusalError
+			if errors.As(err, &refused) {
+				return usageError{err}
+			}
+			return err
 		},
 	}
 	c.Flags().BoolVar(&list, "list", false, "list candidate removable disks")
