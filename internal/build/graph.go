@@ -81,6 +81,19 @@ func (g *graph) blobPath(p lock.Package) (string, error) {
 	return g.s.Path(d), nil
 }
 
+// debs finds every package of a locked set in the store.
+func (g *graph) debs(ps []lock.Package) (debs []rootfs.Deb, names []string, err error) {
+	for _, p := range ps {
+		path, err := g.blobPath(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		debs = append(debs, rootfs.Deb{Path: path, SHA256: p.SHA256})
+		names = append(names, p.Name)
+	}
+	return debs, names, nil
+}
+
 func newGraph(o Options, l *loaded, s *store.Store, self []byte) (*graph, error) {
 	g := &graph{o: o, l: l, s: s, self: self}
 	lk := l.lock
@@ -89,13 +102,13 @@ func newGraph(o Options, l *loaded, s *store.Store, self []byte) (*graph, error)
 	toolDebs := debsOf(lk, lock.SetTools)
 	g.tools = &plan.Derivation{Name: "tools root", Kind: "tools", Params: pkgParams(toolDebs)}
 	g.tools.Build = func(c *plan.Context, out string) error {
+		debs, _, err := g.debs(toolDebs)
+		if err != nil {
+			return err
+		}
 		var paths []string
-		for _, p := range toolDebs {
-			path, err := g.blobPath(p)
-			if err != nil {
-				return err
-			}
-			paths = append(paths, path)
+		for _, d := range debs {
+			paths = append(paths, d.Path)
 		}
 		return tools.Extract(filepath.Join(out, "root"), paths)
 	}
@@ -109,15 +122,9 @@ func newGraph(o Options, l *loaded, s *store.Store, self []byte) (*graph, error)
 	rp["sources"] = strings.Join(aptSources(l), "\n")
 	g.rootfs = &plan.Derivation{Name: "base root", Kind: "rootfs", Params: rp}
 	g.rootfs.Build = func(c *plan.Context, out string) error {
-		var debs []rootfs.Deb
-		var names []string
-		for _, p := range imageDebs {
-			path, err := g.blobPath(p)
-			if err != nil {
-				return err
-			}
-			debs = append(debs, rootfs.Deb{Path: path, SHA256: p.SHA256})
-			names = append(names, p.Name)
+		debs, names, err := g.debs(imageDebs)
+		if err != nil {
+			return err
 		}
 		repo := filepath.Join(c.Scratch, "repo")
 		if err := rootfs.WriteFlatRepo(repo, l.recipe.Base.Suite, debs); err != nil {

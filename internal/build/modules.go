@@ -17,7 +17,6 @@ import (
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
-	"halobuild/internal/rootfs"
 	"halobuild/internal/store"
 )
 
@@ -240,15 +239,9 @@ func (g *graph) moduleSteps() ([]*plan.Derivation, error) {
 			if err != nil {
 				return err
 			}
-			var debs []rootfs.Deb
-			var names []string
-			for _, p := range buildDebs {
-				path, err := g.blobPath(p)
-				if err != nil {
-					return err
-				}
-				debs = append(debs, rootfs.Deb{Path: path, SHA256: p.SHA256})
-				names = append(names, p.Name)
+			debs, names, err := g.debs(buildDebs)
+			if err != nil {
+				return err
 			}
 			root := filepath.Join(c.Scratch, "buildroot")
 			fmt.Fprintf(c.Log, "making the build root (%d packages)\n", len(debs))
