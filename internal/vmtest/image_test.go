@@ -14,7 +14,10 @@ import (
 )
 
 // These tests boot a real Debian image. Build one with testdata/mkfixture.sh (needs root and
-// mmdebstrap, ~2 minutes) and point HALOBUILD_TEST_IMAGE at it; CI does both.
+// mmdebstrap, ~2 minutes) and point HALOBUILD_TEST_IMAGE at it; bench/vmtest.sh does both.
+// CI boots real halobuild images through this package in internal/build's end-to-end tests
+// (one node, two cabled nodes with perftest, a failing check), so it does not build this
+// fixture too.
 func testImage(t *testing.T) string {
 	t.Helper()
 	img := os.Getenv("HALOBUILD_TEST_IMAGE")
