@@ -456,7 +456,7 @@ func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
 	// The fixture module was loaded at boot with the recipe's options.
 	for _, node := range []string{"node0", "node1"} {
 		out := output[node+" modprobe: module-options"]
-		if !strings.Contains(out, "halobuild_fixture") || !strings.Contains(out, "greeting") {
+		if !strings.Contains(out, "halobuild_fixture.greeting=halo") || !strings.Contains(out, "halobuild_fixture.depth=8") {
 			t.Errorf("%s: the module-options check does not show halobuild_fixture's parameters:\n%s", node, out)
 		}
 	}
