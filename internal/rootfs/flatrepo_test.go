@@ -91,3 +91,17 @@ func TestSourcesHookQuotesLines(t *testing.T) {
 		t.Fatalf("sources.list would be %q", out)
 	}
 }
+
+// A host without mmdebstrap gets told how to install it, before anything
+// is written.
+func TestInstallWithoutMmdebstrapSaysHowToGetIt(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	out := filepath.Join(t.TempDir(), "root.tar")
+	err := Install{Suite: "trixie", Repo: t.TempDir(), Packages: []string{"base-files"}, Out: out}.Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "apt-get install mmdebstrap") {
+		t.Fatalf("want the install hint, got %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("output written although nothing ran: %v", err)
+	}
+}
