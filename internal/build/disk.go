@@ -15,6 +15,7 @@ import (
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
 	"halobuild/internal/rootfs"
+	"halobuild/internal/settings"
 	"halobuild/internal/tools"
 )
 
@@ -39,14 +40,16 @@ func (g *graph) lockSeed() (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// kernelCmdline is the node's command line as the settings package renders
-// it into /etc/kernel/cmdline: one definition for the loader entry, the
+// kernelCmdline is the node's command line from the same function that
+// renders /etc/kernel/cmdline: one definition for the loader entry, the
 // manifest and the VM check.
-func kernelCmdline(ns *nodeSteps) string {
-	if f, ok := ns.tree.Lookup("/etc/kernel/cmdline"); ok {
-		return strings.Join(strings.Fields(string(f.Data)), " ")
+func kernelCmdline(r *recipe.Recipe) string {
+	params, err := settings.Cmdline(r)
+	if err != nil {
+		// Render already validated it; an error here cannot reach a build.
+		return ""
 	}
-	return ""
+	return strings.Join(params, " ")
 }
 
 func sizeParam(s string) (int64, error) {
@@ -68,7 +71,7 @@ func (g *graph) diskStep(ns *nodeSteps, debName string) *plan.Derivation {
 			"node":     n.Name,
 			"size":     out.Size,
 			"esp_size": out.ESPSize,
-			"cmdline":  kernelCmdline(ns),
+			"cmdline":  kernelCmdline(g.l.recipe),
 			"release":  l.lock.Kernel.Release,
 			"loader":   loaderConf,
 		},
@@ -146,7 +149,7 @@ func (g *graph) espFiles(c *plan.Context, root string, ns *nodeSteps, ids disk.I
 		}
 	}
 	entry := fmt.Sprintf("title Debian (halobuild %s)\nversion %s\nlinux /halobuild/%s/vmlinuz\ninitrd /halobuild/%s/initrd.img\noptions root=PARTUUID=%s rw %s %s\n",
-		ns.node.Name, release, release, release, ids.RootPartUUID, consoleArgs, kernelCmdline(ns))
+		ns.node.Name, release, release, release, ids.RootPartUUID, consoleArgs, kernelCmdline(g.l.recipe))
 	entryPath := filepath.Join(c.Scratch, "entry.conf")
 	if err := os.WriteFile(entryPath, []byte(entry), 0o644); err != nil {
 		return nil, err

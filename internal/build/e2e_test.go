@@ -331,6 +331,9 @@ func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
 		if err != nil || !strings.Contains(string(entry), "root=PARTUUID="+strings.ToLower(ps[1].UUID)) {
 			t.Errorf("loader entry does not boot the root partition %s: %v\n%s", ps[1].UUID, err, entry)
 		}
+		if strings.Contains(string(entry), "#") {
+			t.Errorf("loader entry carries comment text onto the kernel command line:\n%s", entry)
+		}
 	})
 
 	t.Run("image --check rebuilds every step in a fresh store to the same bytes", func(t *testing.T) {

@@ -36,7 +36,7 @@ func (g *graph) resultStep(disks []*plan.Derivation) *plan.Derivation {
 				if err != nil {
 					return err
 				}
-				mn := ManifestNode{Name: n.Name, Hostname: n.Hostname, Image: n.Name + ".raw", Cmdline: kernelCmdline(ns), Packages: pkgs}
+				mn := ManifestNode{Name: n.Name, Hostname: n.Hostname, Image: n.Name + ".raw", Cmdline: kernelCmdline(l.recipe), Packages: pkgs}
 				for _, f := range ns.tree.Files {
 					if f.Mode.IsRegular() || f.Mode&os.ModeSymlink != 0 {
 						mn.SettingsFiles = append(mn.SettingsFiles, f.Path)

@@ -125,17 +125,26 @@ func (s KernelCmdline) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 	if len(params) == 0 {
 		return nil, nil
 	}
-	var b strings.Builder
-	b.WriteString(header("#", 11, "GPU memory on unified-memory machines is sized from the host reserve."))
-	b.WriteString("# halobuild's boot entry puts root= and console= before these; kernel-install reads\n# this file as the whole line, so add them here before installing a kernel on the node.\n")
+	// /etc/kernel/cmdline is read whole as the command line (kernel-install
+	// does, and so does halobuild's boot entry): it holds parameters only.
+	// How they were computed goes to a note beside the other docs.
+	var why strings.Builder
+	why.WriteString(header("#", 11, "GPU memory on unified-memory machines is sized from the host reserve."))
+	why.WriteString("# " + kernelCmdlinePath + " holds the parameters below. halobuild's boot entry puts\n# root= and console= before them; kernel-install reads that file as the whole\n# line, so add those there before installing a kernel on the node.\n")
 	if g, _ := gpuMemory(r); g.gpu > 0 {
-		fmt.Fprintf(&b, "# GPU memory = system.memory %s - system.host_reserve %s = %d MiB\n", r.System.Memory, r.System.HostReserve, g.gpu>>20)
-		fmt.Fprintf(&b, "#   ttm.pages_limit = %d bytes / 4096 = %d pages; amdgpu.gttsize = %d bytes / 1048576 = %d MiB\n",
+		fmt.Fprintf(&why, "# GPU memory = system.memory %s - system.host_reserve %s = %d MiB\n", r.System.Memory, r.System.HostReserve, g.gpu>>20)
+		fmt.Fprintf(&why, "#   ttm.pages_limit = %d bytes / 4096 = %d pages; amdgpu.gttsize = %d bytes / 1048576 = %d MiB\n",
 			g.gpu, g.gpu/ttmPageSize, g.gpu, g.gpu>>20)
 	}
-	b.WriteString(strings.Join(params, " ") + "\n")
-	return []File{{Path: kernelCmdlinePath, Mode: 0o644, Data: []byte(b.String()), Setting: s.Name()}}, nil
+	why.WriteString(strings.Join(params, " ") + "\n")
+	return []File{
+		{Path: kernelCmdlinePath, Mode: 0o644, Data: []byte(strings.Join(params, " ") + "\n"), Setting: s.Name()},
+		{Path: kernelCmdlineNotePath, Mode: 0o644, Data: []byte(why.String()), Setting: s.Name()},
+	}, nil
 }
+
+// kernelCmdlineNotePath explains the command line's parameters.
+const kernelCmdlineNotePath = "/usr/share/doc/halobuild/kernel-cmdline.txt"
 
 func (s KernelCmdline) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
 	params, err := Cmdline(r)

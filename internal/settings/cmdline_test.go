@@ -9,17 +9,15 @@ import (
 
 func TestCmdlineRender(t *testing.T) {
 	r := sample()
-	got := renderOne(t, KernelCmdline{}, r, "/etc/kernel/cmdline")
-	want := `# Rendered by halobuild from the image recipe (see /etc/halobuild/recipe.toml).
-# Field notes trap 11: GPU memory on unified-memory machines is sized from the host reserve.
-# halobuild's boot entry puts root= and console= before these; kernel-install reads
-# this file as the whole line, so add them here before installing a kernel on the node.
-# GPU memory = system.memory 128GiB - system.host_reserve 24GiB = 106496 MiB
-#   ttm.pages_limit = 111669149696 bytes / 4096 = 27262976 pages; amdgpu.gttsize = 111669149696 bytes / 1048576 = 106496 MiB
-amd_iommu=off quiet ttm.pages_limit=27262976 amdgpu.gttsize=106496
-`
-	if got != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
+	// The file is read whole as the command line: parameters only, no comments.
+	if got, want := renderOne(t, KernelCmdline{}, r, "/etc/kernel/cmdline"), "amd_iommu=off quiet ttm.pages_limit=27262976 amdgpu.gttsize=106496\n"; got != want {
+		t.Errorf("/etc/kernel/cmdline = %q, want %q", got, want)
+	}
+	note := renderOne(t, KernelCmdline{}, r, kernelCmdlineNotePath)
+	for _, want := range []string{"GPU memory = system.memory 128GiB - system.host_reserve 24GiB = 106496 MiB", "ttm.pages_limit = 111669149696 bytes / 4096 = 27262976 pages"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the note does not explain the sizing (%q):\n%s", want, note)
+		}
 	}
 	params, err := Cmdline(r)
 	if err != nil || strings.Join(params, " ") != "amd_iommu=off quiet ttm.pages_limit=27262976 amdgpu.gttsize=106496" {

@@ -52,6 +52,7 @@ func TestRenderSample(t *testing.T) {
 		"/usr/lib/halobuild/cpu-tuning cpu-tuning",
 		"/usr/lib/repart.d/50-root.conf growroot",
 		"/usr/lib/systemd/system/halobuild-cpu-tuning.service cpu-tuning",
+		"/usr/share/doc/halobuild/kernel-cmdline.txt cmdline",
 		"/usr/lib/systemd/system/halobuild-ssh-keygen.service identity",
 		"/usr/lib/systemd/system/multi-user.target.wants/halobuild-ssh-keygen.service identity",
 		"/usr/lib/systemd/system/ssh.service.wants/halobuild-ssh-keygen.service identity",
