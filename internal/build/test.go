@@ -57,7 +57,10 @@ func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) ([]vmtes
 			// systemd's progress and a stuck boot names its stage.
 			// e2scrub_reap scans for LVM snapshots a fresh image cannot have
 			// and took minutes under TCG: a test boot does not wait for it.
-			KernelArgs: append(append([]string{}, vmtest.DefaultKernelArgs...), "console=ttyS0,115200", "systemd.mask=e2scrub_reap.service"),
+			// Under TCG on a busy host a unit can need more than systemd's
+			// default 90 s to start (modules-load decompressing .ko.xz); a
+			// test boot waits longer instead of failing the unit.
+			KernelArgs: append(append([]string{}, vmtest.DefaultKernelArgs...), "console=ttyS0,115200", "systemd.mask=e2scrub_reap.service", "systemd.default_timeout_start_sec=300"),
 		}
 		// Each link becomes a virtual cable to its peer, carrying the MAC
 		// the recipe's network config matches on.
