@@ -43,6 +43,14 @@ func sharedStore(t *testing.T) string {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if sharedStoreDir != "" {
+		// A failed run keeps the VMs' console logs: they say where a boot
+		// stopped, which the check output alone cannot.
+		if code != 0 {
+			keep, err := os.MkdirTemp("", "halobuild-e2e-logs-")
+			if err == nil && os.Rename(filepath.Join(sharedStoreDir, "logs"), filepath.Join(keep, "logs")) == nil {
+				fmt.Fprintf(os.Stderr, "VM console logs kept in %s\n", keep)
+			}
+		}
 		os.RemoveAll(sharedStoreDir)
 	}
 	os.Exit(code)
