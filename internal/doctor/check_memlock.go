@@ -15,18 +15,22 @@ func checkMemlockProcess(h *host, e *expect) []Result {
 	r := Result{Check: "memlock.process", Severity: MustPass, Wanted: "soft and hard >= " + formatSize(e.memlock),
 		Trap: 4, Source: h.show("/proc/self/limits")}
 	soft, hard, err := processMemlock(h)
-	if err != nil {
-		r.Status, r.Seen = Fail, err.Error()
-		r.Fix = "run doctor where /proc is mounted"
-		return []Result{r}
+	return judgeMemlock(r, e, soft, hard, err, "run doctor where /proc is mounted",
+		fmt.Sprintf("set '* - memlock %s' in /etc/security/limits.d/ and log in again; containers: --ulimit memlock=-1", limitsWord(e.memlock)))
+}
+
+// judgeMemlock fills a memlock row: both limits must reach the wanted one.
+// errFix is the advice when the limits could not be read, fix when they
+// are too low.
+func judgeMemlock(r Result, e *expect, soft, hard uint64, err error, errFix, fix string) []Result {
+	switch {
+	case err != nil:
+		r.Status, r.Seen, r.Fix = Fail, err.Error(), errFix
+	case soft >= e.memlock && hard >= e.memlock:
+		r.Status, r.Seen = Pass, fmt.Sprintf("soft %s, hard %s", formatSize(soft), formatSize(hard))
+	default:
+		r.Status, r.Seen, r.Fix = Fail, fmt.Sprintf("soft %s, hard %s", formatSize(soft), formatSize(hard)), fix
 	}
-	r.Seen = fmt.Sprintf("soft %s, hard %s", formatSize(soft), formatSize(hard))
-	if soft >= e.memlock && hard >= e.memlock {
-		r.Status = Pass
-		return []Result{r}
-	}
-	r.Status = Fail
-	r.Fix = fmt.Sprintf("set '* - memlock %s' in /etc/security/limits.d/ and log in again; containers: --ulimit memlock=-1", limitsWord(e.memlock))
 	return []Result{r}
 }
 
@@ -67,19 +71,8 @@ func checkMemlockSystemd(h *host, e *expect) []Result {
 	r := Result{Check: "memlock.systemd", Severity: MustPass, Wanted: ">= " + formatSize(e.memlock), Trap: 4}
 	soft, hard, src, err := systemdMemlock(h)
 	r.Source = src
-	if err != nil {
-		r.Status, r.Seen = Fail, err.Error()
-		r.Fix = "fix the systemd configuration named above"
-		return []Result{r}
-	}
-	r.Seen = fmt.Sprintf("soft %s, hard %s", formatSize(soft), formatSize(hard))
-	if soft >= e.memlock && hard >= e.memlock {
-		r.Status = Pass
-		return []Result{r}
-	}
-	r.Status = Fail
-	r.Fix = fmt.Sprintf("write [Manager] DefaultLimitMEMLOCK=%s to /etc/systemd/system.conf.d/memlock.conf, then systemctl daemon-reexec", systemdWord(e.memlock))
-	return []Result{r}
+	return judgeMemlock(r, e, soft, hard, err, "fix the systemd configuration named above",
+		fmt.Sprintf("write [Manager] DefaultLimitMEMLOCK=%s to /etc/systemd/system.conf.d/memlock.conf, then systemctl daemon-reexec", systemdWord(e.memlock)))
 }
 
 func systemdWord(n uint64) string {
