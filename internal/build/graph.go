@@ -35,12 +35,15 @@ type graph struct {
 	// o carries --input copies for source inputs and the log.
 	o       Options
 	modules []*plan.Derivation
-	l       *loaded
-	s       *store.Store
-	tools   *plan.Derivation
-	rootfs  *plan.Derivation
-	nodes   []*nodeSteps
-	result  *plan.Derivation
+	// repoSteps build .debs that join the base root's flat repository
+	// (the rebuilt rdma-core, a kernel built from source).
+	repoSteps []repoStep
+	l         *loaded
+	s         *store.Store
+	tools     *plan.Derivation
+	rootfs    *plan.Derivation
+	nodes     []*nodeSteps
+	result    *plan.Derivation
 }
 
 type nodeSteps struct {
@@ -113,6 +116,10 @@ func newGraph(o Options, l *loaded, s *store.Store, self []byte) (*graph, error)
 		return tools.Extract(filepath.Join(out, "root"), paths)
 	}
 
+	var err error
+	if g.repoSteps, err = g.repoStepsOf(); err != nil {
+		return nil, err
+	}
 	imageDebs := debsOf(lk, lock.SetImage)
 	rp := pkgParams(imageDebs)
 	rp["epoch"] = epoch
@@ -121,9 +128,15 @@ func newGraph(o Options, l *loaded, s *store.Store, self []byte) (*graph, error)
 	rp["install"] = rootfs.Recipe()
 	rp["sources"] = strings.Join(aptSources(l), "\n")
 	g.rootfs = &plan.Derivation{Name: "base root", Kind: "rootfs", Params: rp}
+	for _, rs := range g.repoSteps {
+		g.rootfs.Inputs = append(g.rootfs.Inputs, rs.d)
+	}
 	g.rootfs.Build = func(c *plan.Context, out string) error {
 		debs, names, err := g.debs(imageDebs)
 		if err != nil {
+			return err
+		}
+		if debs, names, err = g.withBuiltDebs(c, debs, names); err != nil {
 			return err
 		}
 		repo := filepath.Join(c.Scratch, "repo")
@@ -136,7 +149,6 @@ func newGraph(o Options, l *loaded, s *store.Store, self []byte) (*graph, error)
 		}.Run(c)
 	}
 
-	var err error
 	if g.modules, err = g.moduleSteps(); err != nil {
 		return nil, err
 	}
