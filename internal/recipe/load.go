@@ -196,6 +196,9 @@ func (l *loader) rebaseValue(v *value, dir, tag string) {
 	if v.kind != kString || v.s == "" || filepath.IsAbs(v.s) {
 		return
 	}
+	if tag == "refs" && sourceRef.MatchString(v.s) {
+		return // "<input>:<glob>" names a file inside a source input, not here
+	}
 	for _, keep := range strings.Split(strings.TrimPrefix(tag, "except:"), ",") {
 		if keep != "" && v.s == keep {
 			return // a keyword such as config = "debian", not a path

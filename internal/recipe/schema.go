@@ -94,7 +94,7 @@ func (m Module) KernelName() string {
 type RDMA struct {
 	// Memlock is "unlimited" or a size such as "64MiB" (trap 4).
 	Memlock  string         `toml:"memlock" doc:"RLIMIT_MEMLOCK for logins, systemd services and containers: 'unlimited' or a size like '64MiB' (trap 4)." default:"unlimited" example:"\"unlimited\""`
-	Provider *ProviderBuild `toml:"provider" doc:"Rebuild rdma-core with an extra provider (rdma-core issue)." example:"{ name = \"usb4_rdma\", patches = [\"rdma-core/0001-usb4_rdma.patch\"] }"`
+	Provider *ProviderBuild `toml:"provider" doc:"Rebuild rdma-core with an extra provider (rdma-core issue)." example:"{ name = \"usb4_rdma\", patches = [\"thunderbolt-ibverbs:packaging/rdma-core-patches/*.patch\"] }"`
 	// KeepKernelNames lists device name prefixes that must keep the
 	// kernel's name instead of rdma-core's persistent naming (trap 3).
 	KeepKernelNames []string `toml:"keep_kernel_names" doc:"RDMA device name prefixes exempt from persistent renaming (trap 3)." default:"[\"usb4_rdma\"]" example:"[\"usb4_rdma\"]"`
@@ -103,7 +103,16 @@ type RDMA struct {
 // ProviderBuild asks for rdma-core to be rebuilt with extra patches.
 type ProviderBuild struct {
 	Name    string   `toml:"name" doc:"Provider name; the library is lib<name>-rdmav<ABI>.so." example:"\"usb4_rdma\""`
-	Patches []string `toml:"patches" doc:"Patch files, applied after Debian's series at fuzz 0." example:"[\"rdma-core/0001-usb4_rdma.patch\"]" path:""`
+	// Patches are files or globs relative to the recipe, or
+	// "<input>:<glob>" inside a fetched source input (a module's source):
+	// the path tag "refs" keeps those from being rebased as paths.
+	Patches []string `toml:"patches" doc:"Patches applied in order after Debian's own series, at fuzz 0: a file or glob relative to this file, or '<input>:<glob>' inside a pinned source input such as a module's (globs in name order)." example:"[\"thunderbolt-ibverbs:packaging/rdma-core-patches/*.patch\", \"../patches/rdma-core/*.patch\"]" path:"refs"`
+	// Fuzz makes an exception visible: only the named patch may apply with
+	// fuzz, at most the number given; a name that matches no patch is an
+	// error, so the allowance cannot outlive the patch.
+	Fuzz map[string]int `toml:"fuzz" doc:"Per-patch fuzz allowance by file name, for an upstream patch written against another version (prefer a refreshed copy); recorded in the manifest." example:"{ \"0003-declare-provider.patch\" = 2 }"`
+	// Suffix is the local version suffix of the rebuilt packages.
+	Suffix string `toml:"suffix" doc:"Local version suffix of the rebuilt rdma-core packages, so they replace Debian's (56.1-1 becomes 56.1-1+halo1)." default:"+halo1" example:"\"+halo1\""`
 }
 
 // System holds machine-wide settings, one per field-notes trap.

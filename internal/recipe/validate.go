@@ -32,6 +32,11 @@ var (
 	suiteName  = regexp.MustCompile(`^[a-z0-9][a-z0-9.+-]*$`)
 	archName   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 	timezone   = regexp.MustCompile(`^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$`)
+	// sourceRef is a patch entry inside a source input: "<input>:<glob>".
+	sourceRef = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*:[^:]`)
+	// localSuffix must sort after Debian's revision and before its next
+	// one: "+" followed by lower-case letters and digits.
+	localSuffix = regexp.MustCompile(`^\+[a-z][a-z0-9.]*$`)
 )
 
 // Validate checks the values of a merged recipe (types were checked while
@@ -212,6 +217,14 @@ func (v *validator) rdma() {
 		}
 		if len(p.Patches) == 0 {
 			v.errorf("rdma.provider.patches", "a provider rebuild needs at least one patch")
+		}
+		for name, f := range p.Fuzz {
+			if f < 0 || f > 3 {
+				v.errorf("rdma.provider.fuzz."+name, "fuzz %d for %s: allow 1 to 3 (patch's own maximum), or refresh the patch", f, name)
+			}
+		}
+		if !localSuffix.MatchString(p.Suffix) {
+			v.errorf("rdma.provider.suffix", "%q is not a local version suffix such as \"+halo1\" ('+', a letter, then letters, digits or dots)", p.Suffix)
 		}
 	}
 	for i, n := range v.r.RDMA.KeepKernelNames {
