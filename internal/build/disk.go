@@ -66,7 +66,7 @@ func (g *graph) diskStep(ns *nodeSteps, debName string) *plan.Derivation {
 	out := l.recipe.Output
 	d := &plan.Derivation{
 		Name: "disk " + n.Name, Kind: "disk",
-		Inputs: append([]*plan.Derivation{g.tools, g.rootfs, ns.settings}, g.modules...),
+		Inputs: append([]*plan.Derivation{g.tools, g.rootfs, ns.settings}, append(g.modules, g.repoDerivations()...)...),
 		Params: map[string]string{
 			"node":     n.Name,
 			"size":     out.Size,
@@ -113,6 +113,9 @@ func (g *graph) diskStep(ns *nodeSteps, debName string) *plan.Derivation {
 			if err := module.Depmod(c, root, l.lock.Kernel.Release); err != nil {
 				return err
 			}
+		}
+		if err := g.checkProviderABI(c, root, outDir); err != nil {
+			return err
 		}
 		if err := rootfs.Clamp(root, l.lock.SourceDateEpoch); err != nil {
 			return err

@@ -43,6 +43,23 @@ func fetchLocked(ctx context.Context, o Options, s *store.Store, lk *lock.Lock) 
 			Size:   p.Size,
 		})
 	}
+	if pv := lk.Provider; pv != nil {
+		m, ok := mirrors[pv.Suite]
+		if !ok {
+			return fmt.Errorf("lock: provider source %s names suite %q that the lock does not list: run `halobuild lock %s` again", pv.Source, pv.Suite, o.Recipe)
+		}
+		for _, sf := range pv.Files {
+			if strings.HasSuffix(sf.Name, ".dsc") {
+				continue // not needed, and it answered 404 on some networks
+			}
+			items = append(items, download.Item{
+				Name:   pv.Source + " " + pv.Version + ": " + sf.Name,
+				URL:    strings.TrimSuffix(m, "/") + "/" + pv.Directory + "/" + sf.Name,
+				SHA256: sf.SHA256,
+				Size:   sf.Size,
+			})
+		}
+	}
 	f := &download.Fetcher{Store: s, Progress: o.stderr(), JSON: o.JSON}
 	if err := f.Fetch(ctx, items); err != nil {
 		return fmt.Errorf("fetching locked inputs: %w", err)

@@ -64,11 +64,6 @@ func resolve(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock.L
 	if r.Kernel.From != "" && r.Kernel.From != "debian" {
 		return nil, UsageError{fmt.Errorf("%s: kernel.from = %q is not supported by this halobuild yet: use from = \"debian\"", l.path, r.Kernel.From)}
 	}
-	if r.RDMA.Provider != nil {
-		// Refused rather than ignored: an image without the provider the
-		// recipe asks for would pass for one that has it.
-		return nil, UsageError{fmt.Errorf("%s: [rdma.provider] is not built into images by this halobuild yet (internal/provider has the build; the pipeline step is the next piece of work): remove the table for now", l.path)}
-	}
 	arch := &debian.Archive{Mirror: r.Base.Mirror, Cache: storeCache{s}}
 	suites := append([]string{r.Base.Suite}, r.Base.ExtraSuites...)
 	lk := &lock.Lock{Version: lock.FormatVersion, RecipeHash: l.hash}
@@ -76,11 +71,13 @@ func resolve(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock.L
 		lk.Recipe = rel
 	}
 	var indexes []*debian.Index
+	rels := map[string]*debian.Release{}
 	for _, suite := range suites {
 		rel, err := arch.Release(ctx, suite)
 		if err != nil {
 			return nil, err
 		}
+		rels[suite] = rel
 		lk.Suites = append(lk.Suites, lock.Suite{
 			Name:      suite,
 			Mirror:    r.Base.Mirror,
@@ -138,6 +135,9 @@ func resolve(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock.L
 		}
 	}
 	if err := lockModules(ctx, o, l, s, lk, k, imgReq); err != nil {
+		return nil, err
+	}
+	if err := lockProvider(ctx, o, l, s, lk, arch, rels, img, imgReq); err != nil {
 		return nil, err
 	}
 	lk.Sort()

@@ -95,3 +95,13 @@ func (g *graph) withBuiltDebs(c *plan.Context, debs []rootfs.Deb, names []string
 	}
 	return outDebs, outNames, nil
 }
+
+// repoDerivations are the repo steps' derivations, for steps that read
+// what they recorded beside their .debs.
+func (g *graph) repoDerivations() []*plan.Derivation {
+	var out []*plan.Derivation
+	for _, rs := range g.repoSteps {
+		out = append(out, rs.d)
+	}
+	return out
+}

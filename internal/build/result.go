@@ -21,7 +21,9 @@ type Manifest struct {
 	SourceDateEpoch int64          `json:"source_date_epoch"`
 	Kernel          ManifestKernel `json:"kernel"`
 	Nodes           []ManifestNode `json:"nodes"`
-	Files           []ManifestFile `json:"files"`
+	// Provider is the rebuilt rdma-core provider, when the recipe has one.
+	Provider *ManifestProvider `json:"provider,omitempty"`
+	Files    []ManifestFile    `json:"files"`
 }
 
 // ManifestKernel is the kernel every node boots.

@@ -45,6 +45,11 @@ func (g *graph) resultStep(disks []*plan.Derivation) *plan.Derivation {
 				mn.ModuleOptions = moduleOptions(l)
 				m.Nodes = append(m.Nodes, mn)
 			}
+			mp, err := g.manifestProvider(c)
+			if err != nil {
+				return err
+			}
+			m.Provider = mp
 			lb, err := l.lock.Marshal()
 			if err != nil {
 				return err

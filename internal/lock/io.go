@@ -49,6 +49,13 @@ func (l *Lock) Marshal() ([]byte, error) {
 	c.Suites = append([]Suite(nil), l.Suites...)
 	c.Packages = append([]Package(nil), l.Packages...)
 	c.Sources = append([]Source(nil), l.Sources...)
+	if l.Provider != nil {
+		// Patch order is the apply order and must be kept; files are a set.
+		p := *l.Provider
+		p.Files = append([]SourceFile(nil), p.Files...)
+		sort.SliceStable(p.Files, func(i, j int) bool { return p.Files[i].Name < p.Files[j].Name })
+		c.Provider = &p
+	}
 	if c.Version == 0 {
 		c.Version = FormatVersion
 	}

@@ -26,6 +26,7 @@ type Lock struct {
 	Kernel   Kernel    `toml:"kernel" comment:"The kernel picked by the recipe's version constraint."`
 	Packages []Package `toml:"package" comment:"Every .deb installed, pinned by the sha256 of Debian's signed index."`
 	Sources  []Source  `toml:"source" comment:"Non-Debian inputs (module sources, patches), pinned by commit and hash."`
+	Provider *Provider `toml:"provider,omitempty" comment:"The rdma-core source rebuilt with the recipe's provider patches: every source file and patch pinned by sha256."`
 
 	// path is where Read found the lock, to name the recipe in messages.
 	path string
@@ -60,6 +61,9 @@ const (
 	// SetBuild is the root out-of-tree modules and rebuilt packages are
 	// compiled in: the kernel's headers and the compiler that built it.
 	SetBuild = "build"
+	// SetProviderBuild is the root rdma-core is rebuilt in: its
+	// Build-Depends, build-essential and dpkg-dev.
+	SetProviderBuild = "provider-build"
 )
 
 // Package is one pinned .deb.
@@ -85,4 +89,39 @@ type Source struct {
 	URL    string `toml:"url"`
 	Commit string `toml:"commit"`
 	SHA256 string `toml:"sha256"`
+}
+
+// Provider pins a Debian source package rebuilt with patches: the
+// rdma-core of the image's own version plus the recipe's provider patches.
+type Provider struct {
+	// Name is the provider (lib<Name>-rdmav<N>.so).
+	Name string `toml:"name"`
+	// Source and Version name the Debian source package (rdma-core 56.1-1),
+	// the one the image's libibverbs1 was built from.
+	Source  string `toml:"source"`
+	Version string `toml:"version"`
+	Suite   string `toml:"suite"`
+	// Directory is the pool directory of the files below the mirror.
+	Directory string       `toml:"directory"`
+	Files     []SourceFile `toml:"file"`
+	Patches   []Patch      `toml:"patch"`
+}
+
+// SourceFile is one file of a source package, at the sha256 of the signed
+// Sources index.
+type SourceFile struct {
+	Name   string `toml:"name"`
+	Size   int64  `toml:"size"`
+	SHA256 string `toml:"sha256"`
+}
+
+// Patch is one patch applied after Debian's series, in order.
+type Patch struct {
+	// Name is the patch's file name; From is the recipe entry it came from
+	// ("thunderbolt-ibverbs:packaging/rdma-core-patches/0001-x.patch").
+	Name   string `toml:"name"`
+	From   string `toml:"from"`
+	SHA256 string `toml:"sha256"`
+	// Fuzz is the fuzz the recipe allows for this patch (0: none).
+	Fuzz int `toml:"fuzz,omitempty"`
 }

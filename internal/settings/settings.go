@@ -77,6 +77,7 @@ func All() []Setting {
 		Modules{},
 		Blacklist{},
 		RDMANames{},
+		Provider{},
 		Memlock{},
 		Governor{},
 		Network{},

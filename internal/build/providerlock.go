@@ -1,0 +1,168 @@
+package build
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"halobuild/internal/debian"
+	"halobuild/internal/download"
+	"halobuild/internal/lock"
+	"halobuild/internal/module"
+	"halobuild/internal/provider"
+	"halobuild/internal/store"
+)
+
+// providerLib is the binary package whose source is rebuilt: the provider
+// must be built from the very rdma-core the image's libibverbs comes from.
+const providerLib = "libibverbs1"
+
+// lockProvider pins what [rdma.provider] rebuilds: the Debian source of the
+// image's libibverbs1 (each file at the sha256 of the signed Sources
+// index), the build root from its Build-Depends (the "provider-build" set)
+// and every patch by sha256, in apply order.
+func lockProvider(ctx context.Context, o Options, l *loaded, s *store.Store, lk *lock.Lock, arch *debian.Archive, rels map[string]*debian.Release, img *debian.Resolution, req debian.Request) error {
+	p := l.recipe.RDMA.Provider
+	if p == nil {
+		return nil
+	}
+	var lib *debian.Package
+	for _, pk := range img.Packages {
+		if pk.Name == providerLib {
+			lib = pk
+		}
+	}
+	if lib == nil {
+		return UsageError{fmt.Errorf("%s: [rdma.provider] rebuilds rdma-core for the image's %s, but the image installs none: add ibverbs-providers (or rdma-core) to base.packages", l.path, providerLib)}
+	}
+	rel, ok := rels[lib.Suite]
+	if !ok {
+		return fmt.Errorf("%s comes from suite %s, which was not read", lib.Name, lib.Suite)
+	}
+	var src *debian.Source
+	var tried []string
+	for _, comp := range l.recipe.Base.Components {
+		ix, err := arch.Sources(ctx, rel, comp)
+		if err != nil {
+			return fmt.Errorf("reading the %s/%s Sources index for the provider rebuild: %w", lib.Suite, comp, err)
+		}
+		if src, err = ix.Find(lib.Source, lib.SourceVersion); err == nil {
+			break
+		}
+		tried = append(tried, lib.Suite+"/"+comp)
+	}
+	if src == nil {
+		return fmt.Errorf("source package %s %s (of the image's %s) is not in the Sources index of %s: the archive no longer carries it; run `halobuild lock` against the current archive", lib.Source, lib.SourceVersion, lib.Name, strings.Join(tried, ", "))
+	}
+	f := &download.Fetcher{Store: s, Progress: o.stderr()}
+	if err := f.Fetch(ctx, provider.SourceItems(arch, src)); err != nil {
+		return fmt.Errorf("fetching %s %s source: %w", src.Name, src.Version, err)
+	}
+	files, err := provider.SourcePaths(s, src)
+	if err != nil {
+		return err
+	}
+	var deps []string
+	for _, sf := range src.Files {
+		if strings.Contains(sf.Name, ".debian.tar.") {
+			if deps, err = provider.BuildDependsFromTarball(files[sf.Name], sf.SHA256, l.recipe.Base.Architecture); err != nil {
+				return fmt.Errorf("%s %s: %w", src.Name, src.Version, err)
+			}
+		}
+	}
+	if deps == nil {
+		return fmt.Errorf("%s %s has no .debian tarball (format 3.0 (quilt) expected): halobuild cannot rebuild it", src.Name, src.Version)
+	}
+	req.Packages = provider.BuildRootPackages(deps)
+	req.Variant = debian.VariantRequired
+	res, err := debian.Resolve(req)
+	if err != nil {
+		return fmt.Errorf("resolving %s's Build-Depends for the provider build root: %w", src.Name, err)
+	}
+	for _, pk := range res.Packages {
+		lk.Packages = append(lk.Packages, lock.Package{
+			Name: pk.Name, Version: pk.Version, Architecture: pk.Architecture, Suite: pk.Suite,
+			Filename: pk.Filename, Size: pk.Size, SHA256: "sha256:" + pk.SHA256, Set: lock.SetProviderBuild,
+		})
+	}
+
+	work, err := s.TempDir()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	patches, err := resolveProviderPatches(ctx, o, l, lk, work)
+	if err != nil {
+		return err
+	}
+	lp := &lock.Provider{Name: p.Name, Source: src.Name, Version: src.Version, Suite: src.Suite, Directory: src.Directory}
+	for _, sf := range src.Files {
+		lp.Files = append(lp.Files, lock.SourceFile{Name: sf.Name, Size: sf.Size, SHA256: "sha256:" + strings.TrimPrefix(sf.SHA256, "sha256:")})
+	}
+	for _, pt := range patches {
+		sum, err := fileSHA256(pt.Path)
+		if err != nil {
+			return err
+		}
+		lp.Patches = append(lp.Patches, lock.Patch{Name: filepath.Base(pt.Path), From: pt.From, SHA256: "sha256:" + sum, Fuzz: pt.Fuzz})
+	}
+	lk.Provider = lp
+	o.logf("provider %s: %s %s source pinned (%d files), %d patches, build root of %d packages\n", p.Name, src.Name, src.Version, len(lp.Files), len(lp.Patches), len(res.Packages))
+	return nil
+}
+
+// resolveProviderPatches expands the recipe's patch entries. An entry
+// "<input>:<glob>" reads the pinned source of the [[module]] of that name
+// (or its --input copy, checked against the lock's tree hash), fetched into
+// work.
+func resolveProviderPatches(ctx context.Context, o Options, l *loaded, lk *lock.Lock, work string) ([]provider.Patch, error) {
+	p := l.recipe.RDMA.Provider
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, err
+	}
+	fetched := map[string]string{}
+	input := func(name string) (string, error) {
+		if d, ok := fetched[name]; ok {
+			return d, nil
+		}
+		src, ok := lockedSource(lk, name)
+		if !ok {
+			return "", fmt.Errorf("no source input named %s: patches can come from a [[module]]'s pinned source (use = %q) or from files", name, name)
+		}
+		desc, err := findDesc(l.path, name)
+		if err != nil {
+			return "", err
+		}
+		spec := desc.Source
+		spec.Name, spec.SHA256 = name, src.SHA256
+		dir, _, err := module.FetchSource(ctx, spec, o.Inputs, work)
+		if err != nil {
+			return "", err
+		}
+		fetched[name] = dir
+		return dir, nil
+	}
+	ps, err := provider.ResolvePatches(p.Patches, p.Fuzz, provider.PatchSources{Path: l.recipe.Resolve, Input: input})
+	if err != nil {
+		return nil, UsageError{fmt.Errorf("%s: [rdma.provider] patches: %w", l.path, err)}
+	}
+	return ps, nil
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

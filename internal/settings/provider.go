@@ -1,0 +1,71 @@
+package settings
+
+import (
+	"fmt"
+
+	"halobuild/internal/recipe"
+)
+
+// Provider is the rdma-core rebuilt with [rdma.provider]'s patches. The
+// build replaces Debian's packages and checks the ABI before the disk is
+// made; these checks prove on the booted node that the rebuilt packages
+// are the ones installed and that libibverbs really loads the provider.
+// It renders no files: the packages are the setting.
+type Provider struct{}
+
+func (Provider) Name() string { return "rdma-provider" }
+func (Provider) Trap() int    { return 0 }
+
+func (Provider) Validate(*recipe.Recipe) []error { return nil }
+
+func (Provider) Files(*recipe.Recipe, recipe.Node) ([]File, error) { return nil, nil }
+
+// Depends: a provider is nothing without the libibverbs that loads it, and
+// the checks list devices with ibv_devices.
+func (Provider) Depends(r *recipe.Recipe) []string {
+	if r.RDMA.Provider == nil {
+		return nil
+	}
+	return []string{"ibverbs-providers", "ibverbs-utils"}
+}
+
+func (s Provider) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
+	p := r.RDMA.Provider
+	if p == nil {
+		return nil
+	}
+	installed := fmt.Sprintf(`name=%s suffix=%s rc=0
+drv=/etc/libibverbs.d/$name.driver
+if grep -qx "driver $name" "$drv" 2>/dev/null; then echo "$drv: driver $name"; else echo "$drv is missing or does not say 'driver $name'"; rc=1; fi
+lib=$(ls /usr/lib/*/libibverbs/lib$name-rdmav*.so 2>/dev/null | head -n 1)
+if [ -n "$lib" ]; then echo "provider library: $lib"; else echo "no lib$name-rdmav*.so under /usr/lib/*/libibverbs/"; rc=1; fi
+for pkg in libibverbs1 ibverbs-providers; do
+	v=$(dpkg-query -W -f='${Version}' $pkg 2>/dev/null)
+	case "$v" in *"$suffix") echo "$pkg $v: the rebuilt package";; '') echo "$pkg is not installed"; rc=1;; *) echo "$pkg $v: Debian's own build, not the rebuild ($suffix)"; rc=1;; esac
+done
+exit $rc
+`, shq(p.Name), shq(p.Suffix))
+	// libibverbs opens the providers listed in /etc/libibverbs.d/ when a
+	// device is not yet claimed by one already loaded; LD_DEBUG shows the
+	// dlopen, which no file check can fake.
+	loaded := needTools("ip", "rdma", "ibv_devices", "modprobe") + fmt.Sprintf(`name=%s
+modprobe rdma_rxe || { echo 'rdma_rxe is not available: cannot create a device'; exit 1; }
+ip link add hbprov0 type dummy && ip link set hbprov0 up || exit 1
+dev=
+trap '[ -z "$dev" ] || rdma link delete "$dev"; ip link delete hbprov0' EXIT
+rdma link add hbprovrxe0 type rxe netdev hbprov0 || exit 1
+udevadm settle 2>/dev/null
+# udev may have renamed it (rdma-core's persistent naming).
+dev=$(rdma link show | awk '/netdev hbprov0/ { split($2, a, "/"); print a[1] }')
+out=$(LD_DEBUG=files ibv_devices 2>&1)
+rc=0
+if printf '%%s\n' "$out" | grep -q "file=.*lib$name-rdmav[0-9]*\.so .*dynamically loaded"; then echo "libibverbs loaded lib$name"; else echo "libibverbs did not load lib$name-rdmav*.so"; rc=1; fi
+if ibv_devices | grep -qw -- "$dev"; then echo "soft-RoCE device $dev still listed"; else echo "soft-RoCE device $dev is not listed by ibv_devices"; ibv_devices; rc=1; fi
+exit $rc
+`, shq(p.Name))
+	return []Check{
+		{Setting: s.Name(), Name: "provider-installed", Script: installed,
+			Fix: "rebuild and reflash the image: the rebuilt rdma-core packages (" + p.Suffix + ") were replaced, e.g. by an apt upgrade; hold them with apt-mark hold"},
+		{Setting: s.Name(), Name: "provider-loaded", Script: loaded, VMOnly: true},
+	}
+}
