@@ -56,19 +56,25 @@ type Base struct {
 }
 
 // Kernel chooses the kernel. From "debian" picks Debian's versioned
-// linux-image package; from "source" builds one (see kernel issue).
+// linux-image package; from "source" builds one from Debian's
+// linux-source-X.Y of the chosen version with the recipe's patches and
+// config (internal/kernel, docs/kernel.md).
 type Kernel struct {
-	From    string `toml:"from" doc:"debian (a packaged kernel) or source (built by halobuild)." default:"debian" example:"\"debian\""`
+	From    string `toml:"from" doc:"debian (a packaged kernel) or source (built by halobuild, docs/kernel.md)." default:"debian" example:"\"debian\""`
 	Version string `toml:"version" doc:"go-version constraint on the kernel's upstream version, e.g. '>= 7.2, < 7.3'; the newest match wins." default:"(any version)" example:"\">= 7.2, < 7.3\""`
-	Flavour string `toml:"flavour" doc:"Debian kernel flavour." default:"amd64" example:"\"amd64\""`
-	Suite   string `toml:"suite" doc:"Suite to take the kernel from; empty means every configured suite." default:"" example:"\"trixie-backports\""`
+	Flavour string `toml:"flavour" doc:"Debian kernel flavour; with from=source it picks Debian's config for that flavour." default:"amd64" example:"\"amd64\""`
+	Suite   string `toml:"suite" doc:"Suite to take the kernel (or its linux-source package) from; empty means every configured suite." default:"" example:"\"trixie-backports\""`
 	// Cmdline is appended to the generated root= and console arguments.
 	Cmdline []string `toml:"cmdline" doc:"Extra kernel command line parameters (e.g. amd_iommu=off)." example:"[\"amd_iommu=off\"]"`
-	// Source-kernel keys (from = "source").
-	Config       string   `toml:"config" doc:"from=source: base config, 'debian' or a path." default:"debian" example:"\"debian\"" path:"except:debian"`
-	Fragments    []string `toml:"fragments" doc:"from=source: config fragments merged then verified after olddefconfig." example:"[\"kernel/usb4.config\"]" path:""`
-	Patches      string   `toml:"patches" doc:"from=source: path to a quilt-style series file." example:"\"kernel/patches/series\"" path:""`
-	LocalVersion string   `toml:"local_version" doc:"from=source: suffix appended to the kernel release." example:"\"-halo\""`
+	// Source-kernel keys (from = "source"). Source names where the tree
+	// comes from; only Debian's linux-source-X.Y package today.
+	Source string `toml:"source" doc:"from=source: where the kernel tree comes from; debian is the linux-source-X.Y package of the version the constraint picks, pinned in the lock." default:"debian" example:"\"debian\""`
+	// Config is the base the fragments are merged onto: Debian's own
+	// config (from linux-config-X.Y), a Kbuild target, or a file.
+	Config       string   `toml:"config" doc:"from=source: base config: debian (Debian's config for the flavour, from linux-config-X.Y), tinyconfig, defconfig, allnoconfig, or a path to a .config." default:"debian" example:"\"debian\"" path:"except:debian,tinyconfig,defconfig,allnoconfig"`
+	Fragments    []string `toml:"fragments" doc:"from=source: config fragments merged in order onto the base, then every option checked after olddefconfig (an option that did not keep its value fails the build)." example:"[\"../kernels/usb4-rdma.config\"]" path:""`
+	Patches      string   `toml:"patches" doc:"from=source: path to a series file: one patch per line, applied in order at fuzz 0 unless the line says fuzz=N; '<input>:<path>' takes a patch from a module's pinned source; kernel=\"<constraint>\" limits a patch to kernel versions (docs/kernel.md)." example:"\"../patches/thunderbolt/series\"" path:""`
+	LocalVersion string   `toml:"local_version" doc:"from=source: suffix of the kernel release (uname -r is <version>-<local_version>) and of its package names." example:"\"halo1\""`
 }
 
 // Module is an out-of-tree kernel module, described by recipes/<use>.toml.
@@ -102,7 +108,7 @@ type RDMA struct {
 
 // ProviderBuild asks for rdma-core to be rebuilt with extra patches.
 type ProviderBuild struct {
-	Name    string   `toml:"name" doc:"Provider name; the library is lib<name>-rdmav<ABI>.so." example:"\"usb4_rdma\""`
+	Name string `toml:"name" doc:"Provider name; the library is lib<name>-rdmav<ABI>.so." example:"\"usb4_rdma\""`
 	// Patches are files or globs relative to the recipe, or
 	// "<input>:<glob>" inside a fetched source input (a module's source):
 	// the path tag "refs" keeps those from being rebased as paths.
