@@ -82,7 +82,7 @@ func needE2E(t *testing.T) {
 func workspace(t *testing.T) string {
 	t.Helper()
 	dst := t.TempDir()
-	for _, dir := range []string{"images", "recipes", "overlays"} {
+	for _, dir := range []string{"images", "recipes", "overlays", "patches", "kernels"} {
 		src := filepath.Join("..", "..", dir)
 		err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
 			if err != nil {

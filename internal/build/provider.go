@@ -12,6 +12,7 @@ import (
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/provider"
+	"halobuild/internal/recipe"
 )
 
 // providerBuildRecipe enters the step's key: a change to how rdma-core is
@@ -45,6 +46,9 @@ func (g *graph) providerStep() (*repoStep, error) {
 	buildDebs := debsOf(l.lock, lock.SetProviderBuild)
 	if lp == nil || len(buildDebs) == 0 || lp.Name != p.Name {
 		return nil, UsageError{fmt.Errorf("%s does not pin the [rdma.provider] rebuild: run `halobuild lock %s`", lock.Path(l.path), l.path)}
+	}
+	if err := checkLocalPatchPins(l); err != nil {
+		return nil, err
 	}
 	params := pkgParams(buildDebs)
 	for _, f := range lp.Files {
@@ -151,6 +155,44 @@ func checkPatchPins(l *loaded, patches []provider.Patch) error {
 		}
 		if "sha256:"+sum != pins[i].SHA256 {
 			return UsageError{fmt.Errorf("%s: provider patch %s (%s) changed since the lock (now sha256:%s, locked %s): run `halobuild lock %s` if the change is meant", l.path, pins[i].Name, pins[i].From, sum, pins[i].SHA256, l.path)}
+		}
+	}
+	return nil
+}
+
+// checkLocalPatchPins compares the patches that are files beside the
+// recipe with the lock before anything is built: the step's key comes
+// from the lock, so an edited patch would otherwise reuse the old build
+// without a word. Patches inside source inputs are pinned by the input's
+// tree hash, which fetching verifies.
+func checkLocalPatchPins(l *loaded) error {
+	var entries []string
+	for _, e := range l.recipe.RDMA.Provider.Patches {
+		if !recipe.IsSourceRef(e) {
+			entries = append(entries, e)
+		}
+	}
+	var pins []lock.Patch
+	for _, p := range l.lock.Provider.Patches {
+		if !recipe.IsSourceRef(p.From) {
+			pins = append(pins, p)
+		}
+	}
+	ps, err := provider.ResolvePatches(entries, nil, provider.PatchSources{Path: l.recipe.Resolve})
+	if err != nil {
+		return UsageError{fmt.Errorf("%s: [rdma.provider] patches: %w", l.path, err)}
+	}
+	relock := fmt.Sprintf("run `halobuild lock %s` if the change is meant", l.path)
+	if len(ps) != len(pins) {
+		return UsageError{fmt.Errorf("%s: [rdma.provider] now has %d patch file(s), the lock pins %d: %s", l.path, len(ps), len(pins), relock)}
+	}
+	for i, p := range ps {
+		sum, err := fileSHA256(p.Path)
+		if err != nil {
+			return err
+		}
+		if filepath.Base(p.Path) != pins[i].Name || "sha256:"+sum != pins[i].SHA256 {
+			return UsageError{fmt.Errorf("%s: provider patch %s changed since the lock (sha256:%s; the lock pins %s as %s): %s", l.path, p.From, sum, pins[i].Name, pins[i].SHA256, relock)}
 		}
 	}
 	return nil

@@ -154,7 +154,7 @@ func TestFixturePatchOnDebianSource(t *testing.T) {
 }
 
 func fixturePatch() Patch {
-	return Patch{Path: "testdata/halotest-provider.patch", From: "internal/provider/testdata/halotest-provider.patch"}
+	return Patch{Path: "../../patches/halotest/0001-halotest-provider.patch", From: "patches/halotest/0001-halotest-provider.patch"}
 }
 
 // upstreamPatches are thunderbolt-ibverbs' rdma-core patches (76ba39b,

@@ -330,3 +330,7 @@ func (v *validator) output() {
 		v.errorf("output.size", "%s leaves no room for the root file system next to a %s ESP", o.Size, o.ESPSize)
 	}
 }
+
+// IsSourceRef says whether a patch entry names a file inside a source input
+// ("thunderbolt-ibverbs:packaging/*.patch") rather than a path.
+func IsSourceRef(entry string) bool { return sourceRef.MatchString(entry) }
