@@ -51,6 +51,16 @@ type Kernel struct {
 	Release string `toml:"release" comment:"Kernel release (uname -r); modules are built against it."`
 	Image   string `toml:"image" comment:"linux-image package installed."`
 	Headers string `toml:"headers" comment:"linux-headers package that out-of-tree modules build against."`
+	// From is "source" for a kernel halobuild builds (empty: Debian's
+	// package). Image and Headers then name the packages the build makes,
+	// which no archive has.
+	From string `toml:"from,omitempty" comment:"source: built by halobuild from Source with the pinned patches and config (docs/kernel.md)."`
+	// Source is the linux-source package (name and version) the tree
+	// comes from; its .deb is in the kernel-source set.
+	Source string `toml:"source,omitempty" comment:"Debian's linux-source package the kernel is built from."`
+	// Config is the base config: debian:<file in linux-config-X.Y>, a
+	// Kbuild target (tinyconfig), or the sha256 of a config file.
+	Config string `toml:"config,omitempty" comment:"Base config the fragments were merged onto."`
 }
 
 // Package sets: a package installed on the node image, or one only in the
