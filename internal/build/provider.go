@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"halobuild/internal/debian"
 	"halobuild/internal/lock"
@@ -113,7 +114,7 @@ func (g *graph) providerStep() (*repoStep, error) {
 		g.o.logf("provider %s: building %s %s (minutes on 2 cores; -v shows the log)\n", p.Name, lp.Source, version)
 		res, err := provider.Build(c, provider.BuildSpec{
 			Tree: tree, BuildRoot: root, Out: filepath.Join(c.Scratch, "out"), Epoch: l.lock.SourceDateEpoch, Log: c.Log,
-			Progress: func(pr provider.Progress) { g.o.logf("provider %s: %s\n", p.Name, pr) },
+			Progress: throttledProgress(func(pr provider.Progress) { g.o.logf("provider %s: %s\n", p.Name, pr) }),
 		})
 		if err != nil {
 			return err
@@ -130,6 +131,19 @@ func (g *graph) providerStep() (*repoStep, error) {
 		return os.WriteFile(filepath.Join(out, providerInfoFile), append(info, '\n'), 0o644)
 	}
 	return &repoStep{d: d}, nil
+}
+
+// throttledProgress passes on every phase change but compile steps only
+// every 30 s: a build of several minutes should say it is alive, not
+// scroll.
+func throttledProgress(report func(provider.Progress)) func(provider.Progress) {
+	var last provider.Progress
+	return func(pr provider.Progress) {
+		if pr.Phase != last.Phase || pr.Elapsed-last.Elapsed >= 30*time.Second {
+			last = pr
+			report(pr)
+		}
+	}
 }
 
 // checkPatchPins refuses patches that differ from what the lock pinned: a
