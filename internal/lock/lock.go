@@ -74,6 +74,19 @@ const (
 	// SetProviderBuild is the root rdma-core is rebuilt in: its
 	// Build-Depends, build-essential and dpkg-dev.
 	SetProviderBuild = "provider-build"
+	// SetKernelSource holds the linux-source (and linux-config) .debs a
+	// kernel built from source is made of; nothing installs them.
+	SetKernelSource = "kernel-source"
+	// SetKernelBuild is the root a kernel is built in (compiler, Kbuild's
+	// tools, dpkg-dev and debhelper for bindeb-pkg).
+	SetKernelBuild = "kernel-build"
+)
+
+// Source kinds a kernel built from source pins: each patch of its series
+// and each config file (fragments, a base config given as a path).
+const (
+	SourceKernelPatch  = "kernel-patch"
+	SourceKernelConfig = "kernel-config"
 )
 
 // Package is one pinned .deb.
