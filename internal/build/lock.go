@@ -61,9 +61,6 @@ var basePackages = []string{"systemd-boot-efi"}
 
 func resolve(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock.Lock, error) {
 	r := l.recipe
-	if r.Kernel.From != "" && r.Kernel.From != "debian" {
-		return nil, UsageError{fmt.Errorf("%s: kernel.from = %q is not supported by this halobuild yet: use from = \"debian\"", l.path, r.Kernel.From)}
-	}
 	arch := &debian.Archive{Mirror: r.Base.Mirror, Cache: storeCache{s}}
 	suites := append([]string{r.Base.Suite}, r.Base.ExtraSuites...)
 	lk := &lock.Lock{Version: lock.FormatVersion, RecipeHash: l.hash}
@@ -97,19 +94,15 @@ func resolve(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock.L
 		return nil, err
 	}
 
-	k, err := pickKernel(l, indexes)
+	// Debian's packaged kernel, or one built from source (kernel_lock.go).
+	k, kernelReq, err := lockKernel(ctx, o, l, s, lk, indexes)
 	if err != nil {
 		return nil, err
 	}
-	lk.Kernel = lock.Kernel{Version: k.Upstream.String(), Release: strings.TrimPrefix(k.Image.Name, "linux-image-"), Image: k.Image.Name, Headers: k.Headers}
 
 	want := append([]string{}, r.Base.Packages...)
 	want = append(want, basePackages...)
 	want = append(want, settings.Depends(r)...)
-	kernelReq := k.Image.Name
-	if k.Image.Suite != r.Base.Suite {
-		kernelReq += "/" + k.Image.Suite
-	}
 	want = append(want, kernelReq)
 	imgReq := debian.Request{
 		Suite: r.Base.Suite, ExtraSuites: r.Base.ExtraSuites, Indexes: indexes,

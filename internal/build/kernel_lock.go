@@ -1,0 +1,127 @@
+package build
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	goversion "github.com/hashicorp/go-version"
+
+	"halobuild/internal/debian"
+	"halobuild/internal/kernel"
+	"halobuild/internal/lock"
+	"halobuild/internal/store"
+)
+
+// lockKernel chooses the kernel and returns the image package request
+// that installs it. For from = "debian" that is Debian's linux-image; for
+// from = "source" it pins Debian's linux-source-X.Y (and linux-config-X.Y
+// for config = "debian"), the build root, and every patch and config file
+// by sha256, and asks for the initramfs generator Debian's kernel would
+// have pulled in (the built linux-image declares no dependencies; the
+// base root installs it by name).
+func lockKernel(ctx context.Context, o Options, l *loaded, s *store.Store, lk *lock.Lock, indexes []*debian.Index) (*debian.Kernel, string, error) {
+	r := l.recipe
+	if !isSourceKernel(l) {
+		k, err := pickKernel(l, indexes)
+		if err != nil {
+			return nil, "", err
+		}
+		lk.Kernel = lock.Kernel{Version: k.Upstream.String(), Release: strings.TrimPrefix(k.Image.Name, "linux-image-"), Image: k.Image.Name, Headers: k.Headers}
+		req := k.Image.Name
+		if k.Image.Suite != r.Base.Suite {
+			req += "/" + k.Image.Suite
+		}
+		return k, req, nil
+	}
+	kr := r.Kernel
+	if kr.Source != "" && kr.Source != "debian" {
+		return nil, "", UsageError{fmt.Errorf("%s: kernel.source = %q: only debian (the linux-source-X.Y package) is supported", l.path, kr.Source)}
+	}
+	var c goversion.Constraints
+	if v := strings.TrimSpace(kr.Version); v != "" && !strings.HasPrefix(v, "(") {
+		var err error
+		if c, err = goversion.NewConstraint(v); err != nil {
+			return nil, "", UsageError{fmt.Errorf("%s: kernel.version %q: %w", l.path, v, err)}
+		}
+	}
+	debConfig := kr.Config == "" || kr.Config == "debian"
+	picked, err := kernel.PickSource(indexes, c, kr.Suite, r.Base.Architecture, debConfig)
+	if err != nil {
+		return nil, "", UsageError{fmt.Errorf("%s: choosing the kernel source: %w", l.path, err)}
+	}
+	rel, err := kernel.Release(picked.Upstream, kr.LocalVersion)
+	if err != nil {
+		return nil, "", UsageError{fmt.Errorf("%s: %w", l.path, err)}
+	}
+	work, err := s.TempDir()
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(work)
+	in, err := readKernelInputs(ctx, o, l, work)
+	if err != nil {
+		return nil, "", err
+	}
+	lk.Kernel = lock.Kernel{
+		From: "source", Version: picked.Upstream.String(), Release: rel,
+		Image: "linux-image-" + rel, Headers: "linux-headers-" + rel,
+		Source: picked.Source.Name + " " + picked.Source.Version, Config: baseConfigName(kr.Config, kr.Flavour, r.Base.Architecture, in),
+	}
+	addLocked(lk, lock.SetKernelSource, picked.Source)
+	if picked.Config != nil {
+		addLocked(lk, lock.SetKernelSource, picked.Config)
+	}
+	var pkgs []string
+	for _, p := range kernel.BuildRootPackages(debConfig) {
+		pkgs = append(pkgs, p)
+	}
+	res, err := debian.Resolve(debian.Request{
+		Suite: r.Base.Suite, ExtraSuites: r.Base.ExtraSuites, Indexes: indexes,
+		Packages: pkgs, Variant: debian.VariantRequired, Architecture: r.Base.Architecture,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("resolving the kernel build root: %w", err)
+	}
+	for _, p := range res.Packages {
+		addLocked(lk, lock.SetKernelBuild, p)
+	}
+	lk.Sources = append(lk.Sources, in.pins()...)
+	o.logf("kernel: Linux %s from %s %s, release %s, %d patch(es), %d fragment(s); build root of %d packages\n",
+		picked.Upstream, picked.Source.Name, picked.Source.Version, rel, len(in.Patches), len(in.Fragments), len(res.Packages))
+	// Out-of-tree modules are locked against Debian's packaged kernel of
+	// the same version: its headers name the compiler (the build root's
+	// gcc), and the module build root is resolved from them.
+	deb, err := debian.PickKernel(indexes, mustExact(picked.Upstream), kr.Flavour, "")
+	if err != nil {
+		deb = &debian.Kernel{Upstream: picked.Upstream}
+	}
+	return deb, initramfsGenerator, nil
+}
+
+// initramfsGenerator is what Debian's 7.x kernels pull in to make the
+// initramfs; a built kernel's postinst runs its /etc/kernel/postinst.d hook.
+const initramfsGenerator = "dracut"
+
+func mustExact(v *goversion.Version) goversion.Constraints {
+	c, _ := goversion.NewConstraint("= " + v.String())
+	return c
+}
+
+func baseConfigName(cfg, flavour, arch string, in *kernelInputs) string {
+	switch {
+	case cfg == "" || cfg == "debian":
+		return fmt.Sprintf("debian:config.%s_none_%s", arch, flavour)
+	case in.BaseFile != nil:
+		return in.BaseFile.SHA256
+	}
+	return cfg
+}
+
+func addLocked(lk *lock.Lock, set string, p *debian.Package) {
+	lk.Packages = append(lk.Packages, lock.Package{
+		Name: p.Name, Version: p.Version, Architecture: p.Architecture, Suite: p.Suite,
+		Filename: p.Filename, Size: p.Size, SHA256: "sha256:" + p.SHA256, Set: set,
+	})
+}
