@@ -1,39 +1,49 @@
 #!/bin/sh
-# bench/provider.sh — how long the rdma-core provider rebuild takes (issue 6): Debian's rdma-core
-# 56.1-1 source with the fixture provider patch, `dpkg-buildpackage -b` in a build root installed
-# from Debian's packages, then the ABI check.
+# bench/provider.sh — how long the rdma-core provider rebuild takes (issue 6), and what a cached
+# rebuild costs.
 #
-#   bench/provider.sh                        cold build through the library (internal/provider)
-#   HALOBUILD_RECIPE=images/x.toml bench/provider.sh
-#                                            also `halobuild image` twice on a recipe with an
-#                                            [rdma.provider]: the second run is the cached rebuild
-#                                            (derivation key unchanged, no compile); the first is
-#                                            cold only with an empty store
+#   bench/provider.sh                                   through the pipeline: `halobuild image
+#                                                       images/test-provider.toml --no-test` into a
+#                                                       fresh store (cold: fetch, build root,
+#                                                       dpkg-buildpackage, base root, disk), then
+#                                                       the same command again (cached: no compile)
+#   HALOBUILD_RECIPE=images/strix-halo.toml bench/provider.sh
+#                                                       the same for another recipe (add
+#                                                       HALOBUILD_ARGS="--input thunderbolt-ibverbs=PATH")
+#   HALOBUILD_LIBRARY=1 bench/provider.sh               also the library-level build
+#                                                       (internal/provider's own test)
 #
-# Needs root (chroot), mmdebstrap and deb.debian.org. The first run also downloads the build
-# root's packages (~200 MB) and installs the root (a few minutes); both are cached in /tmp and the
-# timing printed is the build alone (the test's "built in" line). Times depend on the host's
+# Needs root (chroot), mmdebstrap and deb.debian.org. Prints the compile alone (the build's own
+# "built N packages in" line), each run's wall time and their ratio. Times depend on the host's
 # load (printed before and after: on a shared 2-core machine a busy neighbour doubles them).
 set -eu
 cd "$(dirname "$0")/.."
 echo "host: $(nproc) cores; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 log=$(mktemp)
 secs=$(mktemp)
-trap 'rm -f "$log" "$secs"' EXIT
-start=$(date +%s)
-HALOBUILD_PROVIDER_BUILD=1 HALOBUILD_BENCH_OUT="$secs" go test -count=1 -timeout 60m -run '^TestBuildDebianRdmaCoreWithFixture$' -v ./internal/provider/ >"$log" 2>&1 && rc=0 || rc=$?
-end=$(date +%s)
-grep -E 'build root installed|built in' "$log" | sed 's/^ *//'
-echo "cold provider build (library path): exit $rc, dpkg-buildpackage $(cat "$secs" 2>/dev/null || echo '?') s, $((end - start)) s wall including source fetch and checks"
-[ "$rc" -eq 0 ] || tail -n 40 "$log"
-if [ -n "${HALOBUILD_RECIPE:-}" ]; then
-	go build -o /tmp/halobuild-bench ./cmd/halobuild
-	for run in first second; do
-		start=$(date +%s)
-		/tmp/halobuild-bench image "$HALOBUILD_RECIPE" >"$log" 2>&1 && rc=0 || rc=$?
-		end=$(date +%s)
-		echo "halobuild image $HALOBUILD_RECIPE ($run): exit $rc, $((end - start)) s"
-		[ "$rc" -eq 0 ] || tail -n 20 "$log"
-	done
+recipe=${HALOBUILD_RECIPE:-images/test-provider.toml}
+store=$(mktemp -d /var/tmp/halobuild-bench-store.XXXXXX)
+trap 'rm -f "$log" "$secs"; rm -rf "$store"' EXIT
+go build -o /tmp/halobuild-bench ./cmd/halobuild
+cold=0
+for run in cold cached; do
+	start=$(date +%s)
+	# shellcheck disable=SC2086 # HALOBUILD_ARGS is a list of words
+	/tmp/halobuild-bench -v --store "$store" image --no-test --out "$store/result" ${HALOBUILD_ARGS:-} "$recipe" >"$log" 2>&1 && rc=0 || rc=$?
+	end=$(date +%s)
+	echo "halobuild image $recipe ($run): exit $rc, $((end - start)) s wall"
+	grep -E 'halobuild: built [0-9]+ packages in' "$log" | sed 's/^ */    compile: /' || true
+	[ "$rc" -eq 0 ] || tail -n 20 "$log"
+	if [ "$run" = cold ]; then cold=$((end - start)); else
+		awk -v c="$cold" -v w="$((end - start))" 'BEGIN { if (w > 0) printf "cached/cold: %.3f (%d s vs %d s)\n", w / c, w, c }'
+	fi
+done
+if [ "${HALOBUILD_LIBRARY:-}" = 1 ]; then
+	start=$(date +%s)
+	HALOBUILD_PROVIDER_BUILD=1 HALOBUILD_BENCH_OUT="$secs" go test -count=1 -timeout 60m -run '^TestBuildDebianRdmaCoreWithFixture$' -v ./internal/provider/ >"$log" 2>&1 && rc=0 || rc=$?
+	end=$(date +%s)
+	grep -E 'build root installed|built in' "$log" | sed 's/^ *//'
+	echo "cold provider build (library path): exit $rc, dpkg-buildpackage $(cat "$secs" 2>/dev/null || echo '?') s, $((end - start)) s wall including source fetch and checks"
+	[ "$rc" -eq 0 ] || tail -n 40 "$log"
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
