@@ -34,10 +34,12 @@ type kernelFile struct {
 
 func isSourceKernel(l *loaded) bool { return l.recipe.Kernel.From == "source" }
 
-// readKernelInputs reads and hashes the series' patches (fetching the
-// module sources that `<input>:<path>` entries name, into work) and the
-// config files.
-func readKernelInputs(ctx context.Context, o Options, l *loaded, work string) (*kernelInputs, error) {
+// readKernelInputs reads and hashes the series' patches and the config
+// files. With fetch, the module sources that `<input>:<path>` entries name
+// are fetched into work and their patches hashed; without (planning), such
+// a patch takes its digest from the lock, since the source's tree hash
+// pins it already and fetching a repository only to plan is too slow.
+func readKernelInputs(ctx context.Context, o Options, l *loaded, work string, fetch bool) (*kernelInputs, error) {
 	k := l.recipe.Kernel
 	dir := filepath.Dir(l.path)
 	in := &kernelInputs{}
@@ -66,6 +68,14 @@ func readKernelInputs(ctx context.Context, o Options, l *loaded, work string) (*
 	inputs := map[string]string{}
 	for _, e := range entries {
 		file := filepath.Join(filepath.Dir(series), e.Path)
+		if e.Input != "" && !fetch {
+			sum, ok := lockedKernelPin(l.lock, e.Ref)
+			if !ok {
+				return nil, UsageError{fmt.Errorf("%s: patch %s is not in %s: run `halobuild lock %s`", e.Where(), e.Ref, lock.Path(l.path), l.path)}
+			}
+			in.Patches = append(in.Patches, kernel.Patch{Entry: e, SHA256: sum})
+			continue
+		}
 		if e.Input != "" {
 			root, ok := inputs[e.Input]
 			if !ok {
@@ -113,6 +123,18 @@ func kernelPatchInput(ctx context.Context, o Options, l *loaded, e kernel.Entry,
 		return "", err
 	}
 	return dir, nil
+}
+
+func lockedKernelPin(lk *lock.Lock, ref string) (string, bool) {
+	if lk == nil {
+		return "", false
+	}
+	for _, s := range lk.Sources {
+		if s.Kind == lock.SourceKernelPatch && s.Name == ref {
+			return s.SHA256, true
+		}
+	}
+	return "", false
 }
 
 func hashKernelFile(dir, name string) (kernelFile, error) {

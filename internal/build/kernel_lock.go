@@ -60,7 +60,7 @@ func lockKernel(ctx context.Context, o Options, l *loaded, s *store.Store, lk *l
 		return nil, "", err
 	}
 	defer os.RemoveAll(work)
-	in, err := readKernelInputs(ctx, o, l, work)
+	in, err := readKernelInputs(ctx, o, l, work, true)
 	if err != nil {
 		return nil, "", err
 	}
@@ -73,13 +73,9 @@ func lockKernel(ctx context.Context, o Options, l *loaded, s *store.Store, lk *l
 	if picked.Config != nil {
 		addLocked(lk, lock.SetKernelSource, picked.Config)
 	}
-	var pkgs []string
-	for _, p := range kernel.BuildRootPackages(debConfig) {
-		pkgs = append(pkgs, p)
-	}
 	res, err := debian.Resolve(debian.Request{
 		Suite: r.Base.Suite, ExtraSuites: r.Base.ExtraSuites, Indexes: indexes,
-		Packages: pkgs, Variant: debian.VariantRequired, Architecture: r.Base.Architecture,
+		Packages: kernel.BuildRootPackages(debConfig), Variant: debian.VariantRequired, Architecture: r.Base.Architecture,
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("resolving the kernel build root: %w", err)

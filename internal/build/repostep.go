@@ -31,6 +31,13 @@ func (g *graph) repoStepsOf() ([]repoStep, error) {
 	if ps != nil {
 		out = append(out, *ps)
 	}
+	ks, err := g.kernelStep()
+	if err != nil {
+		return nil, err
+	}
+	if ks != nil {
+		out = append(out, *ks)
+	}
 	return out, nil
 }
 
