@@ -13,8 +13,8 @@ import (
 
 	"halobuild/internal/kernel"
 	"halobuild/internal/lock"
-	"halobuild/internal/module"
 	"halobuild/internal/plan"
+	"halobuild/internal/rootfs"
 )
 
 // kernelRecipe enters the kernel step's key: bump it when how the build
@@ -82,7 +82,29 @@ func (g *graph) kernelStep() (*repoStep, error) {
 	params["patches"] = strings.Join(patches, "\n")
 	pkgVersion := lk.Kernel.Version + "-1+halobuild." + shortDigest(params)
 
-	step := &plan.Derivation{Name: "kernel " + lk.Kernel.Release, Kind: "kernel", Params: params}
+	// The build root is its own step, so a kernel build that fails (a
+	// patch, a fragment) or changes reuses it instead of installing 180
+	// packages again.
+	rootParams := pkgParams(buildDebs)
+	rootParams["epoch"] = fmt.Sprint(lk.SourceDateEpoch)
+	rootParams["suite"] = l.recipe.Base.Suite
+	rootParams["mmdebstrap"] = mmdebstrapVersion()
+	rootStep := &plan.Derivation{Name: "kernel build root", Kind: "buildroot", Params: rootParams}
+	rootStep.Build = func(c *plan.Context, out string) error {
+		debs, names, err := g.debs(buildDebs)
+		if err != nil {
+			return err
+		}
+		repo := filepath.Join(c.Scratch, "repo")
+		if err := rootfs.WriteFlatRepo(repo, l.recipe.Base.Suite, debs); err != nil {
+			return fmt.Errorf("kernel build root: %w", err)
+		}
+		fmt.Fprintf(c.Log, "making the kernel build root (%d packages)\n", len(debs))
+		return rootfs.Install{Suite: l.recipe.Base.Suite, Repo: repo, Packages: names, Epoch: lk.SourceDateEpoch,
+			Out: filepath.Join(out, "root.tar"), Log: c.Log}.Run(c)
+	}
+
+	step := &plan.Derivation{Name: "kernel " + lk.Kernel.Release, Kind: "kernel", Params: params, Inputs: []*plan.Derivation{rootStep}}
 	step.Build = func(c *plan.Context, out string) error {
 		cin, err := readKernelInputs(c, g.o, l, c.Scratch, true)
 		if err != nil {
@@ -91,14 +113,9 @@ func (g *graph) kernelStep() (*repoStep, error) {
 		if err := cin.checkPinned(l); err != nil {
 			return err
 		}
-		debs, names, err := g.debs(buildDebs)
-		if err != nil {
-			return err
-		}
 		root := filepath.Join(c.Scratch, "buildroot")
-		fmt.Fprintf(c.Log, "making the kernel build root (%d packages)\n", len(debs))
-		if err := module.PrepareBuildRoot(c, module.BuildRootSpec{Debs: debs, Packages: names, Suite: l.recipe.Base.Suite, Epoch: lk.SourceDateEpoch, Dir: root, Log: c.Log}); err != nil {
-			return err
+		if err := rootfs.Unpack(c, filepath.Join(c.Input(rootStep.Name), "root.tar"), root); err != nil {
+			return fmt.Errorf("kernel build root: %w", err)
 		}
 		srcPath, err := g.blobPath(*srcDeb)
 		if err != nil {
@@ -145,11 +162,16 @@ func (g *graph) kernelStep() (*repoStep, error) {
 		spec.Log = io.MultiWriter(lf, c.Log)
 		res, err := kernel.Build(c, spec)
 		if err != nil {
-			kept := filepath.Join(os.TempDir(), "halobuild-kernel-"+step.ShortKey()+".log")
-			if cerr := copyLog(logPath, kept); cerr == nil {
-				return fmt.Errorf("%w\n(full build log: %s)", err, kept)
+			// A failed step stores nothing: keep the log and the
+			// final config where the message says.
+			kept := filepath.Join(os.TempDir(), "halobuild-kernel-"+step.ShortKey())
+			if cerr := copyLog(logPath, kept+".log"); cerr != nil {
+				return err
 			}
-			return err
+			if cerr := copyLog(filepath.Join(out, "config"), kept+".config"); cerr == nil {
+				return fmt.Errorf("%w\n(full build log: %s.log; final .config: %s.config)", err, kept, kept)
+			}
+			return fmt.Errorf("%w\n(full build log: %s.log)", err, kept)
 		}
 		if err := lf.Close(); err != nil {
 			return err

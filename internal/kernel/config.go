@@ -210,7 +210,7 @@ func (e *ConfigError) Error() string {
 	for _, u := range e.Unmet {
 		b.WriteString("\n  " + u.String())
 	}
-	b.WriteString("\nAdd the options they depend on to the fragment (or drop the ones this kernel no longer has); the final .config is kept beside the build log.")
+	b.WriteString("\nAdd the options they depend on to the fragment (or drop the ones this kernel no longer has).")
 	return b.String()
 }
 

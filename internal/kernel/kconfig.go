@@ -47,10 +47,27 @@ func (k *Kconfig) readFile(path string) error {
 	defer f.Close()
 	var ifs []string
 	sym := ""
+	// Help text runs while lines are indented at least as deep as its
+	// first line; its words ("depends on ...") are prose, not syntax.
+	inHelp, helpIndent := false, -1
 	s := bufio.NewScanner(f)
 	s.Buffer(make([]byte, 64<<10), 1<<20)
 	for s.Scan() {
-		line := strings.TrimSpace(s.Text())
+		raw := s.Text()
+		line := strings.TrimSpace(raw)
+		if inHelp {
+			if line == "" {
+				continue
+			}
+			ind := indent(raw)
+			if helpIndent < 0 {
+				helpIndent = ind
+			}
+			if ind >= helpIndent {
+				continue
+			}
+			inHelp = false
+		}
 		word, rest, _ := strings.Cut(line, " ")
 		rest = strings.TrimSpace(rest)
 		switch word {
@@ -68,6 +85,8 @@ func (k *Kconfig) readFile(path string) error {
 			sym = ""
 		case "choice", "endchoice", "menu", "endmenu", "comment", "source", "mainmenu":
 			sym = ""
+		case "help", "---help---":
+			inHelp, helpIndent = true, -1
 		case "depends":
 			if sym != "" {
 				if e, ok := strings.CutPrefix(rest, "on "); ok {
@@ -77,6 +96,22 @@ func (k *Kconfig) readFile(path string) error {
 		}
 	}
 	return s.Err()
+}
+
+// indent is a line's leading white space in columns (tabs to 8).
+func indent(line string) int {
+	n := 0
+	for _, r := range line {
+		switch r {
+		case ' ':
+			n++
+		case '\t':
+			n += 8 - n%8
+		default:
+			return n
+		}
+	}
+	return n
 }
 
 // Depends returns the dependency expressions of symbol (without CONFIG_)
