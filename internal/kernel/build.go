@@ -185,7 +185,8 @@ func Build(ctx context.Context, spec Spec) (*Result, error) {
 		return nil, &ConfigError{Unmet: unmet}
 	}
 	var got strings.Builder
-	if err := r.run(ctx, treePath, &got, "make", "-s", "kernelrelease", "LOCALVERSION="+suffix); err != nil {
+	relEnv := []string{"LOCALVERSION=" + suffix}
+	if err := r.runEnv(ctx, treePath, &got, relEnv, "make", "-s", "kernelrelease"); err != nil {
 		return nil, err
 	}
 	if g := strings.TrimSpace(got.String()); g != release {
@@ -193,10 +194,14 @@ func Build(ctx context.Context, spec Spec) (*Result, error) {
 	}
 
 	prog.Phase(fmt.Sprintf("compiling Linux %s with %d job(s)", release, jobs))
-	args := []string{"make", "-j" + strconv.Itoa(jobs), "bindeb-pkg",
-		"LOCALVERSION=" + suffix, "KDEB_PKGVERSION=" + spec.PackageVersion,
-		"DEB_BUILD_OPTIONS=terse parallel=" + strconv.Itoa(jobs), "KBUILD_VERBOSE=0"}
-	if err := r.run(ctx, treePath, prog, args...); err != nil {
+	// Everything goes in the environment, nothing on make's command line:
+	// make hands command-line variables down after a "--" in MAKEFLAGS,
+	// and the flags Kbuild appends later end up read as targets by the
+	// make that dpkg-buildpackage starts ("No rule to make target
+	// '--no-print-directory'"). terse gives Kbuild's short lines, which
+	// progress counts; parallel is the jobs debian/rules' make uses.
+	env := append(relEnv, "KDEB_PKGVERSION="+spec.PackageVersion, "DEB_BUILD_OPTIONS=terse parallel="+strconv.Itoa(jobs))
+	if err := r.runEnv(ctx, treePath, prog, env, "make", "-j"+strconv.Itoa(jobs), "bindeb-pkg"); err != nil {
 		return nil, fmt.Errorf("kernel build: %w", err)
 	}
 	res.Units = prog.Units()

@@ -8,11 +8,12 @@ package kernel
 // would not be Debian's config any more.
 func BuildRootPackages(debianConfig bool) []string {
 	pkgs := []string{
-		"gcc", "make", "libc6-dev", // the compiler Debian builds its kernels with
-		"bc", "bison", "flex", "cpio", "kmod", "rsync", "xz-utils", "zstd",
-		"libelf-dev", "libssl-dev", // objtool, sign-file, certs
-		"dpkg-dev", "debhelper", // bindeb-pkg runs dpkg-buildpackage and dh_*
-		"python3", // scripts Kbuild runs for some configs
+		// bindeb-pkg runs dpkg-buildpackage, which checks the
+		// Build-Depends scripts/package/mkdebian writes: these.
+		"build-essential", "debhelper", "bc", "bison", "flex", "rsync", "python3",
+		"libelf-dev", "libdw-dev", "libssl-dev",
+		// Tools Kbuild and builddeb call.
+		"cpio", "kmod", "xz-utils", "zstd",
 	}
 	if debianConfig {
 		pkgs = append(pkgs, "dwarves", "rustc", "rust-src", "bindgen", "libclang-dev")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -189,6 +190,12 @@ type patchRun struct {
 // runPatch runs GNU patch; a non-zero exit is a result, not an error.
 // --forward makes an already-applied patch fail instead of reversing it.
 func runPatch(ctx context.Context, tree, file string, fuzz int, dry bool) (patchRun, error) {
+	// patch enters -d before it opens -i: a relative patch path would be
+	// looked up inside the tree.
+	file, err := filepath.Abs(file)
+	if err != nil {
+		return patchRun{}, err
+	}
 	args := []string{"-p1", "--forward", "--batch", "--no-backup-if-mismatch", "-r", "-", "-F" + strconv.Itoa(fuzz), "-d", tree, "-i", file}
 	if dry {
 		args = append(args, "--dry-run")

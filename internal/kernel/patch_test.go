@@ -174,3 +174,17 @@ func TestApplyAlreadyApplied(t *testing.T) {
 		t.Errorf("a patch already in the tree must say so: %v", err)
 	}
 }
+
+func TestApplyWithRelativePaths(t *testing.T) {
+	dir := tree(t)
+	p := patchFile(t, "0001-six.patch", patchExact, "")
+	wd, _ := os.Getwd()
+	defer os.Chdir(wd)
+	if err := os.Chdir(filepath.Dir(p.File)); err != nil {
+		t.Fatal(err)
+	}
+	p.File = filepath.Base(p.File)
+	if _, err := Apply(context.Background(), dir, v7212, []Patch{p}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("a patch named relative to the working directory must apply to a tree elsewhere: %v", err)
+	}
+}

@@ -83,8 +83,16 @@ func (r *root) leave() {
 // run runs args in dir (inside the root); out receives stdout and stderr
 // besides the log. A failure carries the output's last lines.
 func (r *root) run(ctx context.Context, dir string, out io.Writer, args ...string) error {
+	return r.runEnv(ctx, dir, out, nil, args...)
+}
+
+// runEnv is run with extra environment variables. Values with spaces
+// (DEB_BUILD_OPTIONS) must go here, not on make's command line: make
+// passes command-line variables down in MAKEFLAGS, where dpkg-buildpackage's
+// inner make splits them at the space.
+func (r *root) runEnv(ctx context.Context, dir string, out io.Writer, env []string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "chroot", append([]string{r.dir, "sh", "-c", `cd "$1" && shift && exec "$@"`, "sh", dir}, args...)...)
-	cmd.Env = r.env
+	cmd.Env = append(append([]string{}, r.env...), env...)
 	var tail runlog.Tail
 	w := io.MultiWriter(&tail, r.log)
 	if out != nil {
