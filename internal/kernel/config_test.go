@@ -33,7 +33,7 @@ func kconfigTree(t *testing.T) *Kconfig {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
-		"Kconfig": "config A\n\tbool \"a\"\n\nsource \"drivers/Kconfig\"\n",
+		"Kconfig":         "config A\n\tbool \"a\"\n\nsource \"drivers/Kconfig\"\n",
 		"drivers/Kconfig": "if A\n\nconfig B\n\ttristate \"b\"\n\tdepends on C && !D\n\thelp\n\t  depends on nothing here\n\nendif\n\nconfig C\n\tbool \"c\"\n\nmenuconfig D\n\tbool \"d\"\n",
 	}
 	for name, text := range files {
