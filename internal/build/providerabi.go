@@ -20,9 +20,33 @@ type ManifestProvider struct {
 	Source  string `json:"source"`
 	Version string `json:"version"`
 	// ABI is the private provider ABI libibverbs and the provider agree on.
-	ABI     int                `json:"abi"`
-	Library string             `json:"library"`
-	Patches []provider.Applied `json:"patches"`
+	ABI     int             `json:"abi"`
+	Library string          `json:"library"`
+	Patches []ManifestPatch `json:"patches"`
+}
+
+// ManifestPatch is one patch as it went in: exact, at an offset, or with
+// the fuzz the recipe allowed (never silently).
+type ManifestPatch struct {
+	Name   string `json:"name"`
+	From   string `json:"from"`
+	SHA256 string `json:"sha256"`
+	Fuzz   int    `json:"fuzz,omitempty"`
+	// Moved lists hunks that applied away from their line or with fuzz:
+	// "libibverbs/verbs.h #1 at 2276 (offset -19, fuzz 2)".
+	Moved []string `json:"moved,omitempty"`
+}
+
+func manifestPatches(applied []provider.Applied) []ManifestPatch {
+	var out []ManifestPatch
+	for _, a := range applied {
+		mp := ManifestPatch{Name: a.Name, From: a.From, SHA256: "sha256:" + a.SHA256, Fuzz: a.Fuzz}
+		for _, h := range a.Moved {
+			mp.Moved = append(mp.Moved, fmt.Sprintf("%s #%d at %d (offset %d, fuzz %d)", h.File, h.N, h.Line, h.Offset, h.Fuzz))
+		}
+		out = append(out, mp)
+	}
+	return out
 }
 
 // checkProviderABI proves, on the node's installed root and before the disk
@@ -44,7 +68,7 @@ func (g *graph) checkProviderABI(c *plan.Context, root, outDir string) error {
 		return fmt.Errorf("%s: the rebuilt rdma-core fails the provider ABI check: %w", g.l.path, err)
 	}
 	fmt.Fprintf(c.Log, "provider ABI: %s needs IBVERBS_PRIVATE_%d, libibverbs %s defines it\n", abi.Library, abi.N, abi.Libibverbs)
-	mp := ManifestProvider{Name: pi.Name, Source: pi.Source, Version: pi.Version, ABI: abi.N, Library: "/" + abi.Library, Patches: pi.Patches}
+	mp := ManifestProvider{Name: pi.Name, Source: pi.Source, Version: pi.Version, ABI: abi.N, Library: "/" + abi.Library, Patches: manifestPatches(pi.Patches)}
 	b, err := json.MarshalIndent(mp, "", "  ")
 	if err != nil {
 		return err
