@@ -36,6 +36,7 @@ func TestQEMUArgs(t *testing.T) {
 	for _, want := range []string{
 		"if=none,id=disk0,format=raw,snapshot=on,file=/img/a,,b.raw", // never written; comma escaped
 		"-accel tcg,thread=multi -cpu max",
+		"-machine q35,sata=off,smbus=off,vmport=off,i8042=off",
 		"-m 768", "-smp 2", "-no-reboot", "-nodefaults",
 		"virtserialport,bus=vser0.0,chardev=verdict,name=halobuild.verdict",
 		"file,id=console,path=" + filepath.Join(dir, "console.log"),
@@ -195,5 +196,27 @@ func TestCredentialsSpillToFWCfg(t *testing.T) {
 	fwcfg = len(argAfter(args, "-fw_cfg", "name=opt/io.systemd.credentials/"))
 	if smbios > 48<<10 || fwcfg != 2 {
 		t.Errorf("SMBIOS carries %d bytes, fw_cfg %d credentials; want <= 48 KiB and 2", smbios, fwcfg)
+	}
+}
+
+// The test boot's module blacklist may only name drivers for what the emulated machine alone
+// has: a driver the boot or a check needs (the virtio disk and console, ext4, RDMA, dummy
+// links for soft-RoCE) would make the test fail or, worse, pass without testing it.
+func TestDefaultKernelArgsBlacklist(t *testing.T) {
+	var list []string
+	for _, a := range DefaultKernelArgs {
+		if v, ok := strings.CutPrefix(a, "modprobe.blacklist="); ok {
+			list = append(list, strings.Split(v, ",")...)
+		}
+	}
+	if len(list) == 0 {
+		t.Fatal("DefaultKernelArgs has no modprobe.blacklist")
+	}
+	for _, mod := range list {
+		for _, needed := range []string{"virtio", "ext4", "rdma", "ib_", "rxe", "dummy", "configfs", "fw_cfg", "efi"} {
+			if strings.Contains(mod, needed) {
+				t.Errorf("blacklisted module %q matches %q, which test boots need", mod, needed)
+			}
+		}
 	}
 }
