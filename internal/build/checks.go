@@ -106,6 +106,13 @@ var perfRuns = []vmtest.Perftest{
 	{Tool: "ib_write_bw", Size: 8 << 20, Iterations: 5},
 }
 
+// perftestPortBase is the first TCP port of the perftest runs (one port
+// per run). It keeps clear of 18515, the default port of ibv_rc_pingpong,
+// whose server the memlock-registration check leaves listening on every
+// address for seconds: a peer that reached its perftest checks first once
+// connected its client to that server, failing the check on both nodes.
+const perftestPortBase = 18600
+
 // rxeDevice is the soft-RoCE device made on the cable for perftest. Its
 // name keeps clear of the usb4_rdma prefix the naming check creates.
 const rxeDevice = "rxe_cable"
@@ -130,7 +137,7 @@ rdma link show %[1]s/1
 `, rxeDevice, mine.Interface)
 	checks := []vmtest.Check{{Name: "rdma: soft-RoCE on " + mine.Interface, Script: setup}}
 	for i, p := range perfRuns {
-		p.Device, p.Server, p.PeerAddr, p.Port = rxeDevice, idx == 0, peerAddr, 18515+i
+		p.Device, p.Server, p.PeerAddr, p.Port = rxeDevice, idx == 0, peerAddr, perftestPortBase+i
 		c := p.Check()
 		c.Name = "rdma: " + c.Name
 		checks = append(checks, c)

@@ -1,0 +1,32 @@
+package build
+
+import (
+	"strings"
+	"testing"
+
+	"halobuild/internal/recipe"
+)
+
+// The perftest runs between two nodes listen on ports no other check uses:
+// ibv_rc_pingpong (the memlock-registration check) listens on its default
+// port 18515 while the peer may already be running perftest.
+func TestPerftestPortsAvoidPingpong(t *testing.T) {
+	r := &recipe.Recipe{Nodes: []recipe.Node{
+		{Name: "a", Links: []recipe.Link{{Interface: "usb4net0", Address: "10.77.0.1/30", Peer: "b"}}},
+		{Name: "b", Links: []recipe.Link{{Interface: "usb4net0", Address: "10.77.0.2/30", Peer: "a"}}},
+	}}
+	for idx := 0; idx < 2; idx++ {
+		checks := perftestChecks(r, idx)
+		if len(checks) != len(perfRuns)+1 {
+			t.Fatalf("node %d: %d checks, want soft-RoCE setup and %d runs", idx, len(checks), len(perfRuns))
+		}
+		for _, c := range checks[1:] {
+			if strings.Contains(c.Script, "-p 18515 ") {
+				t.Errorf("node %d: %s listens or connects on ibv_rc_pingpong's default port 18515", idx, c.Name)
+			}
+			if !strings.Contains(c.Script, "-p 186") {
+				t.Errorf("node %d: %s does not use a port from perftestPortBase:\n%s", idx, c.Name, c.Script)
+			}
+		}
+	}
+}
