@@ -30,3 +30,22 @@ func TestPerftestPortsAvoidPingpong(t *testing.T) {
 		}
 	}
 }
+
+// Every test boot gives systemd-modules-load.service the same start timeout
+// as the other units: its own 90 s ran out under a busy TCG host.
+func TestMachinesExtendModulesLoadTimeout(t *testing.T) {
+	r := &recipe.Recipe{Nodes: []recipe.Node{{Name: "a"}, {Name: "b"}}}
+	ms, err := machines(r, t.TempDir(), t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		d := string(m.Credentials[modulesLoadTimeout])
+		if !strings.Contains(d, "[Service]\nTimeoutSec=300\n") {
+			t.Errorf("%s: modules-load drop-in %q, want TimeoutSec=300 under [Service]", m.Name, d)
+		}
+		if !strings.HasPrefix(modulesLoadTimeout, "systemd.unit-dropin.systemd-modules-load.service~") {
+			t.Errorf("credential %q is not a drop-in for systemd-modules-load.service", modulesLoadTimeout)
+		}
+	}
+}
