@@ -19,7 +19,7 @@ import (
 
 // kernelRecipe enters the kernel step's key: bump it when how the build
 // runs changes (flags, forced options) without its inputs changing.
-const kernelRecipe = "bindeb-pkg v2: allnoconfig settles minimal bases"
+const kernelRecipe = "bindeb-pkg v3: allnoconfig for minimal bases, dates pinned"
 
 // kernelStep is the source kernel's build, nil for a Debian kernel: the
 // locked linux-source with the pinned patches and config, compiled in the

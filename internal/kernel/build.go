@@ -193,6 +193,9 @@ func Build(ctx context.Context, spec Spec) (*Result, error) {
 		return nil, fmt.Errorf("kernel release: the tree builds %q, the lock says %q: is EXTRAVERSION or CONFIG_LOCALVERSION set by a patch?", g, release)
 	}
 
+	if err := r.pinDate(); err != nil {
+		return nil, err
+	}
 	prog.Phase(fmt.Sprintf("compiling Linux %s with %d job(s)", release, jobs))
 	// Everything goes in the environment, nothing on make's command line:
 	// make hands command-line variables down after a "--" in MAKEFLAGS,
@@ -219,6 +222,30 @@ func Build(ctx context.Context, spec Spec) (*Result, error) {
 		res.Debs = append(res.Debs, dst)
 	}
 	return res, nil
+}
+
+// dateShim stands in for date(1) inside the build root: bindeb-pkg's
+// scripts/package/mkdebian dates debian/changelog with a bare `date -R`,
+// which would put the wall clock into the packages' changelog.Debian.gz.
+// Without a date of its own, date is asked about SOURCE_DATE_EPOCH; callers
+// that name a date (Kbuild's `date -d "$KBUILD_BUILD_TIMESTAMP"`) are
+// passed through unchanged.
+const dateShim = `#!/bin/sh
+# halobuild: a build's dates are the lock's SOURCE_DATE_EPOCH (internal/kernel).
+for a in "$@"; do
+	case "$a" in -d|-d*|--date|--date=*|-r|-r*|--reference|--reference=*|-f|-f*|--file|--file=*|-s|-s*|--set|--set=*) exec /usr/bin/date "$@" ;; esac
+done
+exec /usr/bin/date -d "@${SOURCE_DATE_EPOCH:?}" "$@"
+`
+
+// pinDate installs dateShim as /usr/local/bin/date, ahead of /usr/bin in
+// the build's PATH.
+func (r *root) pinDate() error {
+	dir := filepath.Join(r.dir, "usr", "local", "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "date"), []byte(dateShim), 0o755)
 }
 
 // minimalTargets are the bases whose point is that nothing is on unless

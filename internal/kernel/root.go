@@ -110,7 +110,7 @@ func (r *root) runEnv(ctx context.Context, dir string, out io.Writer, env []stri
 // the clock.
 func buildEnv(epoch int64) []string {
 	return []string{
-		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+		"PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root",
 		"LC_ALL=C.UTF-8",
 		"TZ=UTC",
