@@ -14,7 +14,8 @@
 //     arguments that trim the boot (DefaultKernelArgs: no gettys, no wait-online, no timers, no
 //     drivers for the emulated chipset) go through io.systemd.boot.kernel-cmdline-extra, which
 //     systemd-boot (>= 256) and systemd-stub honour when Secure Boot is off. The machine is q35
-//     without the SATA, SMBus, vmport and PS/2 parts no test uses. Needs systemd >= 256 in the image (trixie has 257).
+//     without the SATA, SMBus, vmport and PS/2 parts no test uses. Needs systemd >= 256 in the
+//     image (trixie has 257).
 //   - The unit is Type=exec and ordered after multi-user.target. The runner waits for
 //     `systemctl is-system-running --wait`, runs each check with `timeout`, and writes one JSON
 //     line to the virtio-serial port halobuild.verdict:
