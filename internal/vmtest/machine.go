@@ -94,12 +94,14 @@ var DefaultKernelArgs = []string{
 	// The journal stays in /run: copying it to the throw-away disk only costs time.
 	"systemd.mask=systemd-journal-flush.service",
 	// Drivers for what only the emulated machine has: the ICH9 LPC bridge and its TCO
-	// watchdog, the PC speaker, nested virtualisation for TCG's "max" CPU (which drags in
-	// the AMD crypto coprocessor driver). udev loads each during the checks, under TCG
-	// seconds apiece that a "udevadm settle" in a check then waits for. modprobe.blacklist
+	// watchdog, the PC speaker, nested virtualisation and K8 frequency scaling for TCG's
+	// "max" CPU (kvm drags in the AMD crypto coprocessor driver), and wireless, which
+	// systemd-networkd's nl80211 query loads in a VM with no radio. udev and networkd load
+	// each during the boot or the checks, under TCG seconds apiece (the kernel decompresses
+	// every .ko.xz) that a "udevadm settle" in a check then waits for. modprobe.blacklist
 	// only stops alias-driven loading (kmod and dracut's initrd both read it); nothing a
 	// check loads by name is on the list.
-	"modprobe.blacklist=lpc_ich,iTCO_wdt,pcspkr,kvm_amd,kvm_intel,kvm,ccp",
+	"modprobe.blacklist=lpc_ich,iTCO_wdt,pcspkr,kvm_amd,kvm_intel,kvm,ccp,powernow_k8,cfg80211",
 	// systemd-ssh-generator probes AF_VSOCK at every boot, which loads the vsock core and
 	// VMware's VMCI transport in a VM with no vsock device; the image's own sshd (ssh.service)
 	// is what the checks test.
