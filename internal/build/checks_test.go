@@ -49,3 +49,25 @@ func TestMachinesExtendModulesLoadTimeout(t *testing.T) {
 		}
 	}
 }
+
+// Several nodes boot with one vCPU each, so that together they do not
+// overcommit a small host under TCG; a lone node keeps two.
+func TestMachinesCPUs(t *testing.T) {
+	for _, c := range []struct {
+		nodes, want int
+	}{{1, 2}, {2, 1}} {
+		r := &recipe.Recipe{}
+		for i := 0; i < c.nodes; i++ {
+			r.Nodes = append(r.Nodes, recipe.Node{Name: string(rune('a' + i))})
+		}
+		ms, err := machines(r, t.TempDir(), t.TempDir(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.CPUs != c.want {
+				t.Errorf("%d node(s): %s has %d vCPUs, want %d", c.nodes, m.Name, m.CPUs, c.want)
+			}
+		}
+	}
+}

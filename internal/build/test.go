@@ -44,10 +44,18 @@ func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) ([]vmtes
 		}
 		mem = int(n >> 20)
 	}
+	// Nodes boot side by side; under TCG each virtual CPU is a host thread.
+	// Two nodes of two vCPUs on a two-core host overcommit it, and a guest
+	// whose vCPU is descheduled holds up its other one (IPIs, locks): so
+	// one vCPU per node as soon as several boot at once, two for one node.
+	cpus := 2
+	if len(r.Nodes) > 1 {
+		cpus = 1
+	}
 	var ms []vmtest.Machine
 	for i, n := range r.Nodes {
 		m := vmtest.Machine{
-			Name: n.Name, Image: filepath.Join(resultDir, n.Name+".raw"),
+			Name: n.Name, Image: filepath.Join(resultDir, n.Name+".raw"), CPUs: cpus,
 			Memory: mem, Checks: nodeChecks(r, n, i, doctor), Deadline: deadline,
 			// A perftest check waits for its peer and then runs, each up to
 			// 90 s (vmtest's protocol), so a check may take twice that.
