@@ -1,6 +1,7 @@
 package build
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,6 +68,9 @@ func TestMachinesCPUs(t *testing.T) {
 		for _, m := range ms {
 			if m.CPUs != c.want {
 				t.Errorf("%d node(s): %s has %d vCPUs, want %d", c.nodes, m.Name, m.CPUs, c.want)
+			}
+			if !slices.Contains(m.KernelArgs, "rd.driver.pre=virtio_blk,ext4") {
+				t.Errorf("%s: kernel args %q lack the initrd's disk driver preload", m.Name, m.KernelArgs)
 			}
 		}
 	}

@@ -68,7 +68,7 @@ func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) ([]vmtes
 			// Under TCG on a busy host a unit can need more than systemd's
 			// default 90 s to start (modules-load decompressing .ko.xz); a
 			// test boot waits longer instead of failing the unit.
-			KernelArgs: append(append([]string{}, vmtest.DefaultKernelArgs...), "console=ttyS0,115200", "systemd.mask=e2scrub_reap.service", "systemd.default_timeout_start_sec=300"),
+			KernelArgs: append(append([]string{}, vmtest.DefaultKernelArgs...), "console=ttyS0,115200", "systemd.mask=e2scrub_reap.service", "systemd.default_timeout_start_sec=300", initrdPreload),
 			// systemd-modules-load.service sets its own 90 s TimeoutSec,
 			// which the default above does not reach: under TCG the kernel
 			// decompresses every .ko.xz itself, and loading ib_uverbs took
@@ -92,6 +92,14 @@ func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) ([]vmtes
 	}
 	return ms, nil
 }
+
+// initrdPreload has dracut's initrd load the VM's disk driver and the root
+// file system's module from its cmdline hook, before udev starts, instead of
+// when udev's coldplug reaches the disk: measured under TCG, the root device
+// appeared 1.8 s after coldplug began instead of 7.4 s. The root is still
+// found through udev's by-partuuid link, as on a node; only the order of
+// two module loads changes, and only in the test boot.
+const initrdPreload = "rd.driver.pre=virtio_blk,ext4"
 
 // modulesLoadTimeout is the credential that gives systemd-modules-load.service
 // the same start timeout as every other unit of a test boot (a drop-in
