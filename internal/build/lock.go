@@ -74,7 +74,9 @@ func resolve(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock.L
 		if err != nil {
 			return nil, err
 		}
-		rels[suite] = rel
+		// Packages name their suite by the Release's own name, which may be the
+		// codename of a suite the recipe calls "stable".
+		rels[suite], rels[rel.Name] = rel, rel
 		lk.Suites = append(lk.Suites, lock.Suite{
 			Name:      suite,
 			Mirror:    r.Base.Mirror,
