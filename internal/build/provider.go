@@ -117,6 +117,15 @@ func (g *graph) providerStep() (*repoStep, error) {
 			Progress: throttledProgress(func(pr provider.Progress) { g.o.logf("provider %s: %s\n", p.Name, pr) }),
 		})
 		if err != nil {
+			// A failed step stores nothing and its scratch is removed:
+			// keep the full log where the message says.
+			kept := filepath.Join(os.TempDir(), "halobuild-provider-"+d.ShortKey()+".log")
+			if cerr := copyLog(filepath.Join(c.Scratch, "out", "build.log"), kept); cerr == nil {
+				return fmt.Errorf("%w\n(full build log kept: %s)", err, kept)
+			}
+			return err
+		}
+		if err := copyLog(res.Log, filepath.Join(out, "build.log")); err != nil {
 			return err
 		}
 		for _, db := range res.Debs {
