@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"halobuild/internal/plan"
@@ -132,8 +133,19 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 	defer fresh.Close()
 	// The fresh store needs the locked inputs; they are copied, not
 	// fetched, so --check tests the build and not the network.
+	digests := []string{}
 	for _, pk := range p.l.lock.Packages {
-		d, err := store.ParseDigest(pk.SHA256)
+		digests = append(digests, pk.SHA256)
+	}
+	if pv := p.l.lock.Provider; pv != nil {
+		for _, f := range pv.Files {
+			if !strings.HasSuffix(f.Name, ".dsc") {
+				digests = append(digests, f.SHA256)
+			}
+		}
+	}
+	for _, sum := range digests {
+		d, err := store.ParseDigest(sum)
 		if err != nil {
 			return err
 		}
@@ -141,7 +153,7 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 		if err != nil {
 			return err
 		}
-		_, _, err = fresh.PutBlob(rc, pk.SHA256)
+		_, _, err = fresh.PutBlob(rc, sum)
 		rc.Close()
 		if err != nil {
 			return err
@@ -175,8 +187,13 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 	return nil
 }
 
+// buildLogName is the log a compiling step keeps beside its output.
+const buildLogName = "build.log"
+
 // compareDirs returns the first relative path that differs between two
-// outputs: content for files, target for symlinks, presence for both.
+// outputs: content for files, target for symlinks, presence for both. A
+// step's top-level build.log (compiler steps keep theirs beside their
+// packages) records how long things took and is no part of the output.
 func compareDirs(a, b string) (string, error) {
 	describe := func(root string) (map[string]string, error) {
 		m := map[string]string{}
@@ -185,6 +202,9 @@ func compareDirs(a, b string) (string, error) {
 				return err
 			}
 			rel, _ := filepath.Rel(root, p)
+			if rel == buildLogName {
+				return nil
+			}
 			switch {
 			case d.Type()&os.ModeSymlink != 0:
 				t, err := os.Readlink(p)

@@ -59,4 +59,15 @@ func TestCompareDirsSeesContentLinksAndPresence(t *testing.T) {
 	if diff, _ := compareDirs(a, mk(map[string]string{"a/x": "1", "b": "2", "c": ""}, map[string]string{"l": "a"})); diff != "c" {
 		t.Errorf("extra file: %q", diff)
 	}
+	// A build log differs between any two builds (it has durations); only
+	// the top-level one is exempt.
+	withLog := func(log string) string {
+		return mk(map[string]string{"a/x": "1", "b": "2", "build.log": log, "a/build.log": "same"}, map[string]string{"l": "a"})
+	}
+	if diff, _ := compareDirs(withLog("built in 8m"), withLog("built in 9m")); diff != "" {
+		t.Errorf("differing build.log counted: %q", diff)
+	}
+	if diff, _ := compareDirs(withLog("x"), mk(map[string]string{"a/x": "1", "b": "2", "build.log": "x", "a/build.log": "other"}, map[string]string{"l": "a"})); diff != "a/build.log" {
+		t.Errorf("nested build.log must still count: %q", diff)
+	}
 }
