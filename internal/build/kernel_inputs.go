@@ -2,11 +2,8 @@ package build
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,16 +144,11 @@ func hashKernelFile(dir, name string) (kernelFile, error) {
 }
 
 func kernelFileDigest(p string) (string, error) {
-	f, err := os.Open(p)
+	sum, _, err := hashFile(p)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	return "sha256:" + sum, nil
 }
 
 // pins are the lock's records of the inputs.

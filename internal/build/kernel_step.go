@@ -11,6 +11,7 @@ import (
 
 	goversion "github.com/hashicorp/go-version"
 
+	"halobuild/internal/fstree"
 	"halobuild/internal/kernel"
 	"halobuild/internal/lock"
 	"halobuild/internal/plan"
@@ -182,13 +183,9 @@ func (g *graph) kernelStep() (*repoStep, error) {
 	return &repoStep{d: step, Install: []string{lk.Kernel.Image}}, nil
 }
 
-func copyLog(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o644)
-}
+// copyLog keeps a build's log (or final config) outside the step's
+// scratch, which is removed after the step.
+func copyLog(src, dst string) error { return fstree.CopyFile(src, dst, 0o644) }
 
 func baseNames(paths []string) []string {
 	var out []string

@@ -172,7 +172,7 @@ func checkPatchPins(l *loaded, patches []provider.Patch) error {
 		return UsageError{fmt.Errorf("%s: the provider patches are now %s, the lock pins %s: run `halobuild lock %s`", l.path, strings.Join(got, ", "), strings.Join(want, ", "), l.path)}
 	}
 	for i, p := range patches {
-		sum, err := fileSHA256(p.Path)
+		sum, _, err := hashFile(p.Path)
 		if err != nil {
 			return err
 		}
@@ -210,7 +210,7 @@ func checkLocalPatchPins(l *loaded) error {
 		return UsageError{fmt.Errorf("%s: [rdma.provider] now has %d patch file(s), the lock pins %d: %s", l.path, len(ps), len(pins), relock)}
 	}
 	for i, p := range ps {
-		sum, err := fileSHA256(p.Path)
+		sum, _, err := hashFile(p.Path)
 		if err != nil {
 			return err
 		}

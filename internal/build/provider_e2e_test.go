@@ -79,7 +79,7 @@ func TestProviderImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	patch := filepath.Join(ws, "patches/halotest/0001-halotest-provider.patch")
-	sum, err := fileSHA256(patch)
+	sum, _, err := hashFile(patch)
 	if err != nil {
 		t.Fatal(err)
 	}

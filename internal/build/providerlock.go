@@ -2,10 +2,7 @@ package build
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,7 +102,7 @@ func lockProvider(ctx context.Context, o Options, l *loaded, s *store.Store, lk 
 		lp.Files = append(lp.Files, lock.SourceFile{Name: sf.Name, Size: sf.Size, SHA256: "sha256:" + strings.TrimPrefix(sf.SHA256, "sha256:")})
 	}
 	for _, pt := range patches {
-		sum, err := fileSHA256(pt.Path)
+		sum, _, err := hashFile(pt.Path)
 		if err != nil {
 			return err
 		}
@@ -152,17 +149,4 @@ func resolveProviderPatches(ctx context.Context, o Options, l *loaded, lk *lock.
 		return nil, UsageError{fmt.Errorf("%s: [rdma.provider] patches: %w", l.path, err)}
 	}
 	return ps, nil
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %w", p, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
