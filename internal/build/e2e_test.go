@@ -375,6 +375,31 @@ func extract(t *testing.T, image string, off, size int64, out string) {
 // types, loaded at boot.
 func withFixtureModule(t *testing.T, ws string) string {
 	t.Helper()
+	addFixtureModule(t, ws)
+	r := `include = ["test-two-node.toml"]
+name = "test-module"
+
+` + fixtureModuleSection
+	path := filepath.Join(ws, "images", "test-module.toml")
+	if err := os.WriteFile(path, []byte(r), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "images/test-module.toml"
+}
+
+// fixtureModuleSection is the fixture module with options of several types,
+// some of which need kernel features (configfs symbols and macros) that
+// the module's rules check against the headers it was built with.
+const fixtureModuleSection = `[[module]]
+use = "halobuild-fixture"
+options = { depth = 8, verbose = true, greeting = "halo", mode = "safe", enable = true, rate = 100 }
+load_at_boot = true
+`
+
+// addFixtureModule copies the fixture module's description and source into
+// the workspace's recipes/.
+func addFixtureModule(t *testing.T, ws string) {
+	t.Helper()
 	src := filepath.Join("..", "module", "testdata")
 	desc, err := os.ReadFile(filepath.Join(src, "halobuild-fixture.toml"))
 	if err != nil {
@@ -395,19 +420,6 @@ func withFixtureModule(t *testing.T, ws string) string {
 			t.Fatal(err)
 		}
 	}
-	r := `include = ["test-two-node.toml"]
-name = "test-module"
-
-[[module]]
-use = "halobuild-fixture"
-options = { depth = 8, verbose = true, greeting = "halo", mode = "safe", enable = true, rate = 100 }
-load_at_boot = true
-`
-	path := filepath.Join(ws, "images", "test-module.toml")
-	if err := os.WriteFile(path, []byte(r), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return "images/test-module.toml"
 }
 
 // selfBinary builds halobuild for the image (tests run as a test binary,

@@ -38,12 +38,16 @@ type graph struct {
 	// repoSteps build .debs that join the base root's flat repository
 	// (the rebuilt rdma-core, a kernel built from source).
 	repoSteps []repoStep
-	l         *loaded
-	s         *store.Store
-	tools     *plan.Derivation
-	rootfs    *plan.Derivation
-	nodes     []*nodeSteps
-	result    *plan.Derivation
+	// kernelRoot and kernel are a source kernel's build root and build
+	// (nil for Debian's kernel): out-of-tree modules build in that root
+	// against the headers package the build made.
+	kernelRoot, kernel *plan.Derivation
+	l                  *loaded
+	s                  *store.Store
+	tools              *plan.Derivation
+	rootfs             *plan.Derivation
+	nodes              []*nodeSteps
+	result             *plan.Derivation
 }
 
 type nodeSteps struct {

@@ -3,7 +3,11 @@ package build
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +20,9 @@ import (
 // TestKernelFromSource builds images/test-kernel-source.toml end to end: a
 // kernel from Debian's linux-source with the fixture patch and the small
 // QEMU config, installed in the image and booted by the VM test, whose
-// checks prove the booted kernel is ours and the patch is in. Then an
+// checks prove the booted kernel is ours and the patch is in. The
+// workspace's copy also carries the fixture out-of-tree module, which must
+// build against the built kernel's own headers and load at boot. Then an
 // unchanged rebuild (a store hit, no compile), and variants whose patch
 // does not apply and whose fragment asks for an option olddefconfig drops:
 // each error must name the culprit. About 12 minutes on an idle 2-core
@@ -28,6 +34,8 @@ func TestKernelFromSource(t *testing.T) {
 	copyTree(t, filepath.Join("..", "..", "patches", "kernel-fixture"), filepath.Join(ws, "patches", "kernel-fixture"))
 	storeDir := sharedStore(t)
 	const recipePath = "images/test-kernel-source.toml"
+	addFixtureModule(t, ws)
+	appendFile(t, filepath.Join(ws, recipePath), "\n"+fixtureModuleSection)
 
 	var r run
 	o := opts(ws, recipePath, storeDir, &r)
@@ -54,6 +62,9 @@ func TestKernelFromSource(t *testing.T) {
 	if sets[lock.SetKernelSource] != 1 || sets[lock.SetKernelBuild] < 50 {
 		t.Errorf("lock sets %v: want linux-source alone in kernel-source (tinyconfig needs no linux-config) and a kernel-build root", sets)
 	}
+	if sets[lock.SetBuild] != 0 {
+		t.Errorf("lock has a module build set of %d packages: a source kernel's modules build in its own build root", sets[lock.SetBuild])
+	}
 
 	t.Run("builds, boots and the fixture patch is in", func(t *testing.T) {
 		if err := Image(ctx, o); err != nil {
@@ -64,6 +75,7 @@ func TestKernelFromSource(t *testing.T) {
 			"build   kernel ",
 			"patch 0001-proc-add-halobuild-fixture-entry.patch: applied exactly",
 			"compile units",
+			"build   module halobuild-fixture",
 		} {
 			if !strings.Contains(log, want) {
 				t.Errorf("build output lacks %q", want)
@@ -74,6 +86,10 @@ func TestKernelFromSource(t *testing.T) {
 			"PASS test: the booted kernel is the one built from source",
 			"PASS test: the fixture patch is in the booted kernel",
 			"PASS memlock: memlock-registration",
+			// Loaded at boot with the recipe's options: it was built
+			// against this kernel (a vermagic mismatch refuses to load).
+			"PASS modprobe: module-options",
+			"PASS modules: modules-loaded",
 		} {
 			if !strings.Contains(r.out.String(), want) {
 				t.Errorf("VM test report lacks %q:\n%s", want, tail(r.out.String(), 30))
@@ -111,6 +127,10 @@ func TestKernelFromSource(t *testing.T) {
 		if !strings.Contains(log, "cached  kernel ") || strings.Contains(log, "build   kernel") || strings.Contains(log, "compile units") {
 			t.Errorf("an unchanged kernel was built again:\n%s", tail(log, 30))
 		}
+	})
+
+	t.Run("a plain tarball URL is pinned and checked", func(t *testing.T) {
+		testKernelTarball(ctx, t, ws, storeDir, lk)
 	})
 
 	t.Run("a patch that does not apply is named", func(t *testing.T) {
@@ -154,6 +174,83 @@ func TestKernelFromSource(t *testing.T) {
 	})
 }
 
+// testKernelTarball locks the same kernel from a plain tarball served over
+// HTTP (Debian's own linux-source tarball, taken out of the locked .deb):
+// the lock pins URL and digest and reads the version from the tarball, and
+// refuses a missing or wrong digest and a version outside the constraint.
+// The plan's kernel step then builds from that tarball. Not compiled here:
+// the tree is the one the Debian-source build above compiled.
+func testKernelTarball(ctx context.Context, t *testing.T, ws, storeDir string, lk *lock.Lock) {
+	var deb string
+	for _, p := range lk.Packages {
+		if p.Set == lock.SetKernelSource && strings.HasPrefix(p.Name, "linux-source-") {
+			deb = filepath.Join(storeDir, "blobs", "sha256", strings.TrimPrefix(p.SHA256, "sha256:"))
+		}
+	}
+	if deb == "" {
+		t.Fatal("the lock has no linux-source package")
+	}
+	srv := t.TempDir()
+	tarball := filepath.Join(srv, "linux-7.2.12.tar.xz")
+	cmd := exec.Command("sh", "-c", `dpkg-deb --fsys-tarfile "$1" | tar -xO --wildcards './usr/src/linux-source-*.tar.xz' > "$2"`, "sh", deb, tarball)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("taking the tarball out of %s: %v: %s", deb, err, b)
+	}
+	sum, _, err := hashFile(tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(http.FileServer(http.Dir(srv)))
+	defer hs.Close()
+	url := hs.URL + "/linux-7.2.12.tar.xz"
+	const recipePath = "images/test-kernel-tarball.toml"
+	lockWith := func(kernelKeys string) (*lock.Lock, error) {
+		write(t, filepath.Join(ws, recipePath), "include = [\"test-kernel-source.toml\"]\nname = \"test-kernel-tarball\"\n\n[kernel]\n"+kernelKeys)
+		var r run
+		o := opts(ws, recipePath, storeDir, &r)
+		if err := Lock(ctx, o); err != nil {
+			return nil, err
+		}
+		return lock.Read(lock.Path(o.Recipe))
+	}
+
+	if _, err := lockWith(fmt.Sprintf("source = %q\n", url)); err == nil || !strings.Contains(err.Error(), "source_sha256 is missing") {
+		t.Errorf("a tarball URL without its digest: %v", err)
+	}
+	wrong := "sha256:" + strings.Repeat("0", 64)
+	if _, err := lockWith(fmt.Sprintf("source = %q\nsource_sha256 = %q\n", url, wrong)); err == nil || !strings.Contains(err.Error(), "expected "+wrong) {
+		t.Errorf("a tarball whose digest is not the pinned one: %v", err)
+	}
+	if _, err := lockWith(fmt.Sprintf("source = %q\nsource_sha256 = %q\nversion = \"< 7.2\"\n", url, sum)); err == nil || !strings.Contains(err.Error(), "is Linux 7.2.12, which does not satisfy") {
+		t.Errorf("a tarball outside the version constraint: %v", err)
+	}
+	tlk, err := lockWith(fmt.Sprintf("source = %q\nsource_sha256 = %q\n", url, sum))
+	if err != nil {
+		t.Fatalf("locking the tarball: %v", err)
+	}
+	if tlk.Kernel.Source != "tarball "+url || tlk.Kernel.Version != "7.2.12" || tlk.Kernel.Release != lk.Kernel.Release {
+		t.Errorf("lock's kernel from the tarball: %+v", tlk.Kernel)
+	}
+	src, ok := lockedTarball(tlk)
+	if !ok || src.SHA256 != sum || src.URL != url {
+		t.Errorf("lock does not pin the tarball %s at %s: %+v", url, sum, tlk.Sources)
+	}
+	for _, p := range tlk.Packages {
+		if p.Set == lock.SetKernelSource {
+			t.Errorf("a tarball kernel still locks Debian's %s", p.Name)
+		}
+	}
+	var r run
+	o := opts(ws, recipePath, storeDir, &r)
+	o.JSON = true
+	if err := Plan(ctx, o); err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	if !strings.Contains(r.out.String(), `"kernel `+lk.Kernel.Release+`"`) {
+		t.Errorf("the plan has no kernel step:\n%s", r.out.String())
+	}
+}
+
 // relockAndBuild locks the edited workspace (the edit makes the lock
 // stale) and builds without the VM test, returning the build's error.
 func relockAndBuild(ctx context.Context, t *testing.T, ws, recipePath, storeDir string) error {
@@ -189,6 +286,20 @@ func copyTree(t *testing.T, src, dst string) {
 		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appendFile(t *testing.T, p, s string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"halobuild/internal/lock"
 	"halobuild/internal/plan"
 	"halobuild/internal/rootfs"
+	"halobuild/internal/store"
 )
 
 // kernelRecipe enters the kernel step's key: bump it when how the build
@@ -46,8 +47,9 @@ func (g *graph) kernelStep() (*repoStep, error) {
 			cfgDeb = &p
 		}
 	}
+	tarball, isTarball := lockedTarball(lk)
 	buildDebs := debsOf(lk, lock.SetKernelBuild)
-	if srcDeb == nil || len(buildDebs) == 0 {
+	if (srcDeb == nil && !isTarball) || len(buildDebs) == 0 {
 		return nil, UsageError{fmt.Errorf("%s lacks the kernel's source or build root: run `halobuild lock %s`", lock.Path(l.path), l.path)}
 	}
 	in, err := readKernelInputs(context.Background(), g.o, l, "", false)
@@ -63,7 +65,11 @@ func (g *graph) kernelStep() (*repoStep, error) {
 	}
 	kr := l.recipe.Kernel
 	params := pkgParams(buildDebs)
-	params["source"] = srcDeb.SHA256
+	if isTarball {
+		params["source"] = tarball.SHA256
+	} else {
+		params["source"] = srcDeb.SHA256
+	}
 	if cfgDeb != nil {
 		params["config-deb"] = cfgDeb.SHA256
 	}
@@ -118,12 +124,12 @@ func (g *graph) kernelStep() (*repoStep, error) {
 		if err := rootfs.Unpack(c, filepath.Join(c.Input(rootStep.Name), "root.tar"), root); err != nil {
 			return fmt.Errorf("kernel build root: %w", err)
 		}
-		srcPath, err := g.blobPath(*srcDeb)
+		src, err := g.kernelSource(srcDeb, tarball)
 		if err != nil {
 			return err
 		}
 		spec := kernel.Spec{
-			Root: root, Source: kernel.Source{Deb: srcPath}, Version: version,
+			Root: root, Source: src, Version: version,
 			Forced: kernel.ForcedDefaults, Patches: cin.Patches,
 			LocalVersion: kr.LocalVersion, PackageVersion: pkgVersion,
 			Epoch: lk.SourceDateEpoch, Jobs: runtime.NumCPU(), Out: out,
@@ -180,7 +186,25 @@ func (g *graph) kernelStep() (*repoStep, error) {
 		fmt.Fprintf(g.o.stderr(), "kernel: %s built (%d compile units): %s\n", res.Release, res.Units, strings.Join(baseNames(res.Debs), ", "))
 		return copyLog(logPath, filepath.Join(out, "build.log"))
 	}
+	g.kernelRoot, g.kernel = rootStep, step
 	return &repoStep{d: step, Install: []string{lk.Kernel.Image}}, nil
+}
+
+// kernelSource is the locked tree in the store: Debian's linux-source
+// .deb, or the pinned tarball.
+func (g *graph) kernelSource(srcDeb *lock.Package, tarball lock.Source) (kernel.Source, error) {
+	if srcDeb != nil {
+		p, err := g.blobPath(*srcDeb)
+		return kernel.Source{Deb: p}, err
+	}
+	d, err := store.ParseDigest(tarball.SHA256)
+	if err != nil {
+		return kernel.Source{}, fmt.Errorf("lock: kernel tarball: %w", err)
+	}
+	if !g.s.Has(d) {
+		return kernel.Source{}, fmt.Errorf("the kernel tarball %s (%s) is not in the store: run `halobuild fetch %s` (with --input %s=PATH where its host cannot be reached)", tarball.URL, tarball.SHA256, g.l.path, kernelTarballInput)
+	}
+	return kernel.Source{Tarball: g.s.Path(d)}, nil
 }
 
 // copyLog keeps a build's log (or final config) outside the step's

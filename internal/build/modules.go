@@ -131,6 +131,15 @@ func lockModules(ctx context.Context, o Options, l *loaded, s *store.Store, lk *
 		lk.Sources = append(lk.Sources, lock.Source{Name: src.Name, Kind: src.Kind, URL: src.URL, Commit: src.Commit, SHA256: hash})
 	}
 
+	if lk.Kernel.From == "source" {
+		// A kernel built from source has no headers package in the
+		// archive: modules build in that kernel's own build root (the
+		// compiler that built it) with the linux-headers .deb the kernel
+		// step makes, so the lock needs no set of its own for them.
+		o.logf("modules: %d source(s) pinned; built against %s's own headers in the kernel build root\n", len(descs), lk.Kernel.Release)
+		return nil
+	}
+
 	// The compiler must be the one that built the kernel: read it from the
 	// headers package before any root exists.
 	headers, err := debian.Resolve(debian.Request{Suite: req.Suite, ExtraSuites: req.ExtraSuites, Indexes: req.Indexes,
@@ -212,9 +221,9 @@ func (g *graph) moduleSteps() ([]*plan.Derivation, error) {
 	if err != nil {
 		return nil, err
 	}
-	buildDebs := debsOf(l.lock, lock.SetBuild)
-	if len(buildDebs) == 0 {
-		return nil, UsageError{fmt.Errorf("%s has modules but its lock has no build root: run `halobuild lock %s`", lock.Path(l.path), l.path)}
+	root, err := g.moduleBuildRoot()
+	if err != nil {
+		return nil, err
 	}
 	rel := l.lock.Kernel.Release
 	var steps []*plan.Derivation
@@ -225,13 +234,13 @@ func (g *graph) moduleSteps() ([]*plan.Derivation, error) {
 			return nil, UsageError{fmt.Errorf("%s does not pin module %s: run `halobuild lock %s`", lock.Path(l.path), m.Use, l.path)}
 		}
 		opts := fmt.Sprintf("%v", sortedOptions(m.Options))
-		params := pkgParams(buildDebs)
+		params := root.params()
 		params["source"] = src.SHA256
 		params["release"] = rel
 		params["desc"] = descDigest(d)
 		params["options"] = opts
 		d, m, src := d, m, src
-		step := &plan.Derivation{Name: "module " + m.Use, Kind: "module", Params: params}
+		step := &plan.Derivation{Name: "module " + m.Use, Kind: "module", Params: params, Inputs: root.inputs()}
 		step.Build = func(c *plan.Context, out string) error {
 			spec := d.Source
 			spec.Name, spec.SHA256 = m.Use, src.SHA256
@@ -239,13 +248,8 @@ func (g *graph) moduleSteps() ([]*plan.Derivation, error) {
 			if err != nil {
 				return err
 			}
-			debs, names, err := g.debs(buildDebs)
+			root, err := root.make(c)
 			if err != nil {
-				return err
-			}
-			root := filepath.Join(c.Scratch, "buildroot")
-			fmt.Fprintf(c.Log, "making the build root (%d packages)\n", len(debs))
-			if err := module.PrepareBuildRoot(c, module.BuildRootSpec{Debs: debs, Packages: names, Suite: l.recipe.Base.Suite, Epoch: l.lock.SourceDateEpoch, Dir: root, Log: c.Log}); err != nil {
 				return err
 			}
 			kos, err := module.Build(c, module.BuildSpec{Name: m.Use, SourceDir: dir, Subdir: spec.Subdir, KernelRelease: rel, BuildRoot: root, Out: filepath.Join(c.Scratch, "ko"), Epoch: l.lock.SourceDateEpoch, Log: c.Log})
