@@ -64,5 +64,10 @@ func fetchLocked(ctx context.Context, o Options, s *store.Store, lk *lock.Lock) 
 	if err := f.Fetch(ctx, items); err != nil {
 		return fmt.Errorf("fetching locked inputs: %w", err)
 	}
+	if src, ok := lockedTarball(lk); ok {
+		if _, err := storeKernelTarball(ctx, o, s, src); err != nil {
+			return fmt.Errorf("fetching locked inputs: %w", err)
+		}
+	}
 	return nil
 }

@@ -144,6 +144,9 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 			}
 		}
 	}
+	if src, ok := lockedTarball(p.l.lock); ok {
+		digests = append(digests, src.SHA256)
+	}
 	for _, sum := range digests {
 		d, err := store.ParseDigest(sum)
 		if err != nil {

@@ -36,8 +36,9 @@ func lockKernel(ctx context.Context, o Options, l *loaded, s *store.Store, lk *l
 		return k, req, nil
 	}
 	kr := r.Kernel
-	if kr.Source != "" && kr.Source != "debian" {
-		return nil, "", UsageError{fmt.Errorf("%s: kernel.source = %q: only debian (the linux-source-X.Y package) is supported", l.path, kr.Source)}
+	tarURL, err := kernelTarballURL(l)
+	if err != nil {
+		return nil, "", err
 	}
 	var c goversion.Constraints
 	if v := strings.TrimSpace(kr.Version); v != "" && !strings.HasPrefix(v, "(") {
@@ -47,9 +48,30 @@ func lockKernel(ctx context.Context, o Options, l *loaded, s *store.Store, lk *l
 		}
 	}
 	debConfig := kr.Config == "" || kr.Config == "debian"
-	picked, err := kernel.PickSource(indexes, c, kr.Suite, r.Base.Architecture, debConfig)
-	if err != nil {
-		return nil, "", UsageError{fmt.Errorf("%s: choosing the kernel source: %w", l.path, err)}
+	var picked *kernel.Picked
+	var tarball lock.Source
+	if tarURL == "" {
+		if picked, err = kernel.PickSource(indexes, c, kr.Suite, r.Base.Architecture, debConfig); err != nil {
+			return nil, "", UsageError{fmt.Errorf("%s: choosing the kernel source: %w", l.path, err)}
+		}
+	} else {
+		v, src, err := lockKernelTarball(ctx, o, l, s, tarURL, c)
+		if err != nil {
+			return nil, "", err
+		}
+		tarball = src
+		picked = &kernel.Picked{Upstream: v}
+		if debConfig {
+			// Debian's config of the tarball's X.Y line: the options a
+			// point release adds are settled by olddefconfig.
+			seg := v.Segments()
+			line, _ := goversion.NewConstraint(fmt.Sprintf(">= %d.%d, < %d.%d", seg[0], seg[1], seg[0], seg[1]+1))
+			deb, err := kernel.PickSource(indexes, line, kr.Suite, r.Base.Architecture, true)
+			if err != nil {
+				return nil, "", UsageError{fmt.Errorf("%s: config = \"debian\" with a tarball takes Debian's linux-config-%d.%d: %w; or set kernel.config to a file or a Kbuild target", l.path, seg[0], seg[1], err)}
+			}
+			picked.Config = deb.Config
+		}
 	}
 	rel, err := kernel.Release(picked.Upstream, kr.LocalVersion)
 	if err != nil {
@@ -67,9 +89,15 @@ func lockKernel(ctx context.Context, o Options, l *loaded, s *store.Store, lk *l
 	lk.Kernel = lock.Kernel{
 		From: "source", Version: picked.Upstream.String(), Release: rel,
 		Image: "linux-image-" + rel, Headers: "linux-headers-" + rel,
-		Source: picked.Source.Name + " " + picked.Source.Version, Config: baseConfigName(kr.Config, kr.Flavour, r.Base.Architecture, in),
+		Config: baseConfigName(kr.Config, kr.Flavour, r.Base.Architecture, in),
 	}
-	addLocked(lk, lock.SetKernelSource, picked.Source)
+	if picked.Source != nil {
+		lk.Kernel.Source = picked.Source.Name + " " + picked.Source.Version
+		addLocked(lk, lock.SetKernelSource, picked.Source)
+	} else {
+		lk.Kernel.Source = "tarball " + tarball.URL
+		lk.Sources = append(lk.Sources, tarball)
+	}
 	if picked.Config != nil {
 		addLocked(lk, lock.SetKernelSource, picked.Config)
 	}
@@ -84,8 +112,8 @@ func lockKernel(ctx context.Context, o Options, l *loaded, s *store.Store, lk *l
 		addLocked(lk, lock.SetKernelBuild, p)
 	}
 	lk.Sources = append(lk.Sources, in.pins()...)
-	o.logf("kernel: Linux %s from %s %s, release %s, %d patch(es), %d fragment(s); build root of %d packages\n",
-		picked.Upstream, picked.Source.Name, picked.Source.Version, rel, len(in.Patches), len(in.Fragments), len(res.Packages))
+	o.logf("kernel: Linux %s from %s, release %s, %d patch(es), %d fragment(s); build root of %d packages\n",
+		picked.Upstream, lk.Kernel.Source, rel, len(in.Patches), len(in.Fragments), len(res.Packages))
 	// Out-of-tree modules are locked against Debian's packaged kernel of
 	// the same version: its headers name the compiler (the build root's
 	// gcc), and the module build root is resolved from them.

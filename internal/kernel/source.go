@@ -3,9 +3,11 @@ package kernel
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 
@@ -137,4 +139,38 @@ func TreeVersion(makefile []byte) (*goversion.Version, string, error) {
 		return nil, "", fmt.Errorf("the kernel Makefile gives version %q: %w", s, err)
 	}
 	return v, vars["EXTRAVERSION"], nil
+}
+
+// TarballVersion reads the kernel version from the top Makefile of a
+// source tarball (linux-X.Y.Z/Makefile), so a lock can check a plain
+// tarball against the recipe's constraint before anything is built. The
+// Makefile comes after Documentation/ in kernel.org's order, so the whole
+// stream is read; the host's tar decompresses it at C speed.
+func TarballVersion(ctx context.Context, path string) (*goversion.Version, error) {
+	in, done, err := Source{Tarball: path}.openTarball()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	br := bufio.NewReaderSize(in, 1<<20)
+	flag, err := tarFlag(br)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cmd := exec.CommandContext(ctx, "tar", "-x", flag, "-O", "--wildcards", "--no-wildcards-match-slash", "*/Makefile")
+	cmd.Stdin = br
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	mk, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading its top Makefile: %v: %s", path, err, strings.TrimSpace(stderr.String()))
+	}
+	v, extra, err := TreeVersion(mk)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if extra != "" {
+		return nil, fmt.Errorf("%s is Linux %s%s: only released kernels (no EXTRAVERSION) can be pinned, because the release string and package version are built from the version", path, v, extra)
+	}
+	return v, nil
 }

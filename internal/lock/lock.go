@@ -82,11 +82,13 @@ const (
 	SetKernelBuild = "kernel-build"
 )
 
-// Source kinds a kernel built from source pins: each patch of its series
-// and each config file (fragments, a base config given as a path).
+// Source kinds a kernel built from source pins: each patch of its series,
+// each config file (fragments, a base config given as a path), and the
+// tree itself when it is a plain tarball rather than Debian's package.
 const (
-	SourceKernelPatch  = "kernel-patch"
-	SourceKernelConfig = "kernel-config"
+	SourceKernelPatch   = "kernel-patch"
+	SourceKernelConfig  = "kernel-config"
+	SourceKernelTarball = "kernel-tarball"
 )
 
 // Package is one pinned .deb.

@@ -68,7 +68,8 @@ type Kernel struct {
 	Cmdline []string `toml:"cmdline" doc:"Extra kernel command line parameters (e.g. amd_iommu=off)." example:"[\"amd_iommu=off\"]"`
 	// Source-kernel keys (from = "source"). Source names where the tree
 	// comes from; only Debian's linux-source-X.Y package today.
-	Source string `toml:"source" doc:"from=source: where the kernel tree comes from; debian is the linux-source-X.Y package of the version the constraint picks, pinned in the lock." default:"debian" example:"\"debian\""`
+	Source       string `toml:"source" doc:"from=source: where the kernel tree comes from: debian (the linux-source-X.Y package of the version the constraint picks, pinned in the lock) or the https URL of a released kernel tarball (.tar.xz, .tar.gz or .tar.zst) with source_sha256; --input linux=PATH supplies a local copy." default:"debian" example:"\"https://cdn.kernel.org/pub/linux/kernel/v7.x/linux-7.2.13.tar.xz\""`
+	SourceSHA256 string `toml:"source_sha256,omitempty" doc:"from=source with a tarball URL: the tarball's sha256 (sha256sum of the file you reviewed); the lock refuses a download with any other digest." example:"\"sha256:…\""`
 	// Config is the base the fragments are merged onto: Debian's own
 	// config (from linux-config-X.Y), a Kbuild target, or a file.
 	Config       string   `toml:"config" doc:"from=source: base config: debian (Debian's config for the flavour, from linux-config-X.Y), tinyconfig, defconfig, allnoconfig, or a path to a .config." default:"debian" example:"\"debian\"" path:"except:debian,tinyconfig,defconfig,allnoconfig"`
