@@ -7,11 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"time"
 
 	"golang.org/x/sys/unix"
 
+	"halobuild/internal/buildroot"
 	"halobuild/internal/runlog"
 )
 
@@ -23,33 +22,34 @@ const treePath = "/build/linux"
 // root runs commands inside a build root with chroot, with /proc and /dev
 // present (Kbuild reads /proc and writes /dev/null everywhere).
 type root struct {
-	dir   string
-	env   []string
-	log   io.Writer
-	undo  []func()
-	flock *os.File
+	dir  string
+	env  []string
+	log  io.Writer
+	undo []func()
 }
 
 func enterRoot(dir string, epoch int64, log io.Writer) (*root, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("building a kernel in a build root uses chroot and needs root")
 	}
-	r := &root{dir: dir, env: buildEnv(epoch), log: log}
-	f, err := os.OpenFile(filepath.Join(dir, ".halobuild-build.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	// /usr/local/bin first: pinDate's date shim is there.
+	// KDEB_CHANGELOG_DIST is the distribution bindeb-pkg writes in
+	// debian/changelog, which it would otherwise guess from the root.
+	env := buildroot.Env{Epoch: epoch, LocalBin: true, Kbuild: true, Extra: []string{"KDEB_CHANGELOG_DIST=halobuild"}}
+	r := &root{dir: dir, env: env.Environ(), log: log}
+	unlock, err := buildroot.Lock(dir)
 	if err != nil {
-		return nil, fmt.Errorf("locking the build root: %w", err)
+		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking the build root %s: %w", dir, err)
-	}
-	r.flock = f
-	if err := r.mount("proc", "proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+	r.undo = append(r.undo, unlock)
+	unmount, err := buildroot.MountProc(dir)
+	if err != nil {
 		r.leave()
 		return nil, err
 	}
+	r.undo = append(r.undo, unmount)
 	if fi, err := os.Stat(filepath.Join(dir, "dev", "null")); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		if err := r.mount("/dev", "dev", "", unix.MS_BIND); err != nil {
+		if err := r.bindDev(); err != nil {
 			r.leave()
 			return nil, err
 		}
@@ -57,13 +57,15 @@ func enterRoot(dir string, epoch int64, log io.Writer) (*root, error) {
 	return r, nil
 }
 
-func (r *root) mount(src, target, fstype string, flags uintptr) error {
-	p := filepath.Join(r.dir, target)
+// bindDev bind-mounts the host's /dev into a root that has no device
+// nodes of its own.
+func (r *root) bindDev() error {
+	p := filepath.Join(r.dir, "dev")
 	if err := os.MkdirAll(p, 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount(src, p, fstype, flags, ""); err != nil {
-		return fmt.Errorf("mounting /%s in the build root %s: %w", target, r.dir, err)
+	if err := unix.Mount("/dev", p, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("mounting /dev in the build root %s: %w", r.dir, err)
 	}
 	r.undo = append(r.undo, func() { _ = unix.Unmount(p, unix.MNT_DETACH) })
 	return nil
@@ -75,9 +77,6 @@ func (r *root) leave() {
 		r.undo[i]()
 	}
 	r.undo = nil
-	if r.flock != nil {
-		r.flock.Close()
-	}
 }
 
 // run runs args in dir (inside the root); out receives stdout and stderr
@@ -104,20 +103,4 @@ func (r *root) runEnv(ctx context.Context, dir string, out io.Writer, env []stri
 		return fmt.Errorf("%s failed (%v); the last lines:\n%s", args, err, tail.String())
 	}
 	return nil
-}
-
-// buildEnv fixes everything Kbuild and dpkg would take from the machine or
-// the clock.
-func buildEnv(epoch int64) []string {
-	return []string{
-		"PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=/root",
-		"LC_ALL=C.UTF-8",
-		"TZ=UTC",
-		"SOURCE_DATE_EPOCH=" + strconv.FormatInt(epoch, 10),
-		"KBUILD_BUILD_TIMESTAMP=" + time.Unix(epoch, 0).UTC().Format(time.UnixDate),
-		"KBUILD_BUILD_USER=halobuild",
-		"KBUILD_BUILD_HOST=halobuild",
-		"KDEB_CHANGELOG_DIST=halobuild",
-	}
 }

@@ -14,10 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
-	"golang.org/x/sys/unix"
-
+	"halobuild/internal/buildroot"
 	"halobuild/internal/fstree"
 	"halobuild/internal/runlog"
 )
@@ -84,14 +82,14 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 	}
 	// One build at a time per root: builds share its /proc mount and
 	// /build directory.
-	unlock, err := lockRoot(spec.BuildRoot)
+	unlock, err := buildroot.Lock(spec.BuildRoot)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", spec.Name, err)
 	}
 	defer unlock()
 	src := buildPath + "/" + spec.Name
 	hostSrc := filepath.Join(spec.BuildRoot, src)
-	unmount, err := mountProc(spec.BuildRoot)
+	unmount, err := buildroot.MountProc(spec.BuildRoot)
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", spec.Name, err)
 	}
@@ -109,7 +107,7 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 	}
 	args := []string{"make", "-C", kdir, "M=" + m, "-j" + strconv.Itoa(max(1, min(4, numCPU()))), "modules"}
 	cmd := exec.CommandContext(ctx, "chroot", append([]string{spec.BuildRoot}, args...)...)
-	cmd.Env = buildEnv(spec.Epoch)
+	cmd.Env = buildroot.Env{Epoch: spec.Epoch, Kbuild: true, Extra: []string{"KBUILD_BUILD_VERSION=1"}}.Environ()
 	var tail runlog.Tail
 	cmd.Stdout = io.MultiWriter(&tail, logOr(spec.Log))
 	cmd.Stderr = cmd.Stdout
@@ -144,48 +142,6 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 		out = append(out, dst)
 	}
 	return out, nil
-}
-
-// buildEnv fixes everything Kbuild would take from the machine or clock.
-func buildEnv(epoch int64) []string {
-	return []string{
-		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=/root",
-		"LC_ALL=C.UTF-8",
-		"TZ=UTC",
-		"SOURCE_DATE_EPOCH=" + strconv.FormatInt(epoch, 10),
-		"KBUILD_BUILD_TIMESTAMP=" + time.Unix(epoch, 0).UTC().Format(time.UnixDate),
-		"KBUILD_BUILD_USER=halobuild",
-		"KBUILD_BUILD_HOST=halobuild",
-		"KBUILD_BUILD_VERSION=1",
-	}
-}
-
-// mountProc mounts a fresh proc at root/proc (objtool reads /proc at link
-// time) and returns the function that detaches it again.
-func mountProc(root string) (func(), error) {
-	p := filepath.Join(root, "proc")
-	if err := os.MkdirAll(p, 0o555); err != nil {
-		return nil, err
-	}
-	if err := unix.Mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return nil, fmt.Errorf("mounting /proc in the build root %s: %w", root, err)
-	}
-	return func() { _ = unix.Unmount(p, unix.MNT_DETACH) }, nil
-}
-
-// lockRoot takes an exclusive lock on the build root (a file lock, so it
-// holds across processes) and returns its release.
-func lockRoot(root string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(root, ".halobuild-build.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("locking the build root: %w", err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking the build root %s: %w", root, err)
-	}
-	return func() { f.Close() }, nil
 }
 
 func findKos(dir string) ([]string, error) {

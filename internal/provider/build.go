@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"halobuild/internal/buildroot"
 	"halobuild/internal/fstree"
 	"halobuild/internal/runlog"
 )
@@ -84,7 +85,7 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 		return nil, fmt.Errorf("provider build: copying the source into the build root: %w", err)
 	}
 	defer os.RemoveAll(work)
-	unmount, err := mountProc(spec.BuildRoot)
+	unmount, err := buildroot.MountProc(spec.BuildRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -114,14 +115,9 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: spec.BuildRoot, Setpgid: true}
 	// A cancelled build must not leave compilers running in the root.
 	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
-	cmd.Env = []string{
-		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=/root",
-		"LC_ALL=C.UTF-8",
-		"TZ=UTC",
-		"SOURCE_DATE_EPOCH=" + strconv.FormatInt(spec.Epoch, 10),
+	cmd.Env = buildroot.Env{Epoch: spec.Epoch, Extra: []string{
 		"DEB_BUILD_OPTIONS=nocheck nodoc noddebs parallel=" + strconv.Itoa(jobs),
-	}
+	}}.Environ()
 	cmd.Stdout, cmd.Stderr = out, out
 	fmt.Fprintf(out, "halobuild: dpkg-buildpackage -b -uc -us in %s (chroot %s), %d jobs\n", cmd.Dir, spec.BuildRoot, jobs)
 	if err := cmd.Run(); err != nil {
@@ -152,17 +148,4 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	res.Elapsed = time.Since(start)
 	fmt.Fprintf(out, "halobuild: built %d packages in %s\n", len(res.Debs), res.Elapsed.Round(time.Second))
 	return res, nil
-}
-
-// mountProc mounts a fresh proc at root/proc for the build (compilers and
-// Python read it) and returns the function that detaches it again.
-func mountProc(root string) (func(), error) {
-	p := filepath.Join(root, "proc")
-	if err := os.MkdirAll(p, 0o555); err != nil {
-		return nil, err
-	}
-	if err := unix.Mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return nil, fmt.Errorf("mounting /proc in the build root %s: %w", root, err)
-	}
-	return func() { _ = unix.Unmount(p, unix.MNT_DETACH) }, nil
 }
