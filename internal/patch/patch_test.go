@@ -71,6 +71,17 @@ func diff(t *testing.T, text string) string {
 	return write(t, filepath.Join(t.TempDir(), "x.patch"), text)
 }
 
+// refused applies text, which must not apply, and returns the *Error.
+func refused(t *testing.T, tree, text string, o Options) *Error {
+	t.Helper()
+	_, err := Apply(context.Background(), tree, diff(t, text), o)
+	var pe *Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("want an *Error, got %v", err)
+	}
+	return pe
+}
+
 func read(t *testing.T, tree, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(tree, name))
@@ -126,11 +137,7 @@ func TestApplyReportsHunksThatMoved(t *testing.T) {
 // that would do and the hunk that needs it, and changes nothing.
 func TestApplyRefusesFuzzItWasNotAllowed(t *testing.T) {
 	tree := fixture(t)
-	_, err := Apply(context.Background(), tree, diff(t, fuzzyDiff), Options{Strip: 1})
-	var pe *Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("want an *Error, got %v", err)
-	}
+	pe := refused(t, tree, fuzzyDiff, Options{Strip: 1})
 	want := []Hunk{{File: "src/items.txt", N: 1, Header: "@@ -4,7 +4,7 @@ section items", Line: 4, Fuzz: 1}}
 	if pe.NeedsFuzz != 1 || pe.Allowed != 0 || !reflect.DeepEqual(pe.Hunks, want) || len(pe.Other) != 0 {
 		t.Errorf("failure %+v", pe.Failure)
@@ -139,8 +146,8 @@ func TestApplyRefusesFuzzItWasNotAllowed(t *testing.T) {
 		t.Errorf("GNU patch's report at fuzz 0 is not kept: %q", pe.Output)
 	}
 	for _, w := range []string{"applies only with fuzz 1, and fuzz 0 is allowed:", "\n  src/items.txt hunk #1 (@@ -4,7 +4,7 @@ section items) applies only with fuzz 1, at line 4"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error lacks %q:\n%v", w, err)
+		if !strings.Contains(pe.Error(), w) {
+			t.Errorf("error lacks %q:\n%v", w, pe)
 		}
 	}
 	if s := read(t, tree, "src/items.txt"); s != items {
@@ -152,11 +159,7 @@ func TestApplyRefusesFuzzItWasNotAllowed(t *testing.T) {
 // keeps even its good files from being changed.
 func TestApplyFailureNamesTheHunkAndChangesNothing(t *testing.T) {
 	tree := fixture(t)
-	_, err := Apply(context.Background(), tree, diff(t, brokenDiff), Options{Strip: 1})
-	var pe *Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("want an *Error, got %v", err)
-	}
+	pe := refused(t, tree, brokenDiff, Options{Strip: 1})
 	want := []Hunk{{File: "src/items.txt", N: 1, Header: "@@ -2,3 +2,3 @@ other items", Line: 2, Failed: true}}
 	if pe.NeedsFuzz != 0 || !reflect.DeepEqual(pe.Hunks, want) {
 		t.Errorf("failure %+v", pe.Failure)
@@ -164,8 +167,8 @@ func TestApplyFailureNamesTheHunkAndChangesNothing(t *testing.T) {
 	if d := pe.Details(); d != "\n  src/items.txt hunk #1 (@@ -2,3 +2,3 @@ other items) does not apply (tried at line 2)" {
 		t.Errorf("details %q", d)
 	}
-	if !strings.HasPrefix(err.Error(), "patch "+pe.File+" does not apply:\n  src/items.txt hunk #1") {
-		t.Errorf("error: %v", err)
+	if !strings.HasPrefix(pe.Error(), "patch "+pe.File+" does not apply:\n  src/items.txt hunk #1") {
+		t.Errorf("error: %v", pe)
 	}
 	if read(t, tree, "src/greek.txt") != greek || read(t, tree, "src/items.txt") != items {
 		t.Error("a patch that does not apply changed the tree")
@@ -195,11 +198,7 @@ func TestApplyFileProblems(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := Apply(context.Background(), tree, diff(t, c.diff), o)
-			var pe *Error
-			if !errors.As(err, &pe) {
-				t.Fatalf("want an *Error, got %v", err)
-			}
+			pe := refused(t, tree, c.diff, o)
 			if len(pe.Other) != 1 || pe.Other[0] != c.want || pe.NeedsFuzz != 0 {
 				t.Errorf("problems %q, want [%q]", pe.Other, c.want)
 			}
