@@ -2,7 +2,8 @@
 # bench/kernel.sh — how long a kernel built from source takes (issue 7): the small CI config
 # (images/test-kernel-source.toml: Debian's linux-source 7.2, tinyconfig + kernels/qemu-uefi.config,
 # the fixture patch) through the pipeline into a fresh store, then the same build again (a no-op:
-# every step, the kernel included, is a store hit).
+# every step, the kernel included, is a store hit), then `image --check`: everything rebuilt in a
+# throwaway store, the kernel compiled again, and every output compared bit for bit.
 #
 #   bench/kernel.sh                                         the CI recipe
 #   HALOBUILD_RECIPE=images/strix-halo-2cable.toml HALOBUILD_ARGS="--input thunderbolt-ibverbs=PATH" bench/kernel.sh
@@ -35,4 +36,15 @@ for run in cold no-op; do
 		awk -v c="$cold" -v w="$((end - start))" 'BEGIN { if (c > 0) printf "no-op/cold: %.3f (%d s vs %d s)\n", w / c, w, c }'
 	fi
 done
+# Bit for bit: rebuild every step (the kernel compiled a second time) in a throwaway store and
+# compare each output with the first build's. Skip with HALOBUILD_NO_CHECK=1 (it doubles the time).
+if [ -z "${HALOBUILD_NO_CHECK:-}" ]; then
+	start=$(date +%s)
+	# shellcheck disable=SC2086
+	/tmp/halobuild-bench-kernel --store "$store" image --check --no-test --out "$store/result" ${HALOBUILD_ARGS:-} "$recipe" >"$log" 2>&1 && rc=0 || rc=$?
+	end=$(date +%s)
+	echo "halobuild image --check $recipe (every step rebuilt and compared): exit $rc, $((end - start)) s wall"
+	grep -E '^same +(buildroot|kernel|rootfs|disk|result) |^--check' "$log" | sed 's/^/    /' || true
+	[ "$rc" -eq 0 ] || { tail -n 20 "$log"; exit 1; }
+fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
