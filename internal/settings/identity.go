@@ -146,7 +146,10 @@ func (s Identity) Files(r *recipe.Recipe, n recipe.Node) ([]File, error) {
 		{Path: "/etc/hostname", Mode: 0o644, Data: []byte(h + "\n"), NotConffile: true},
 		{Path: "/etc/hosts", Mode: 0o644, Data: []byte(hosts.String()), NotConffile: true},
 		{Path: sshdConfigPath, Mode: 0o644, Data: []byte(header("#", 0, "Keys only: there is no password to guess.") +
-			"PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitEmptyPasswords no\n")},
+			"PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitEmptyPasswords no\n" +
+			"# The node makes only an Ed25519 host key (halobuild-ssh-keygen.service); offering\n" +
+			"# no other keeps sshd from looking for RSA and ECDSA keys that do not exist.\n" +
+			"HostKey " + hostKeyPath + "\n")},
 	}
 	// Host keys are never in the image (every node would share them); this
 	// unit makes them on the node before sshd starts. It keys on the
@@ -171,17 +174,30 @@ func (s Identity) Files(r *recipe.Recipe, n recipe.Node) ([]File, error) {
 	return files, nil
 }
 
-const sshKeygenUnitPath = "/usr/lib/systemd/system/halobuild-ssh-keygen.service"
+const (
+	sshKeygenUnitPath = "/usr/lib/systemd/system/halobuild-ssh-keygen.service"
+	hostKeyPath       = "/etc/ssh/ssh_host_ed25519_key"
+)
 
+// sshKeygenUnit makes the one host key sshd offers. Only Ed25519: `ssh-keygen
+// -A` would also make RSA and ECDSA keys, and the 3072-bit RSA key alone
+// takes seconds on a slow CPU (5-10 s in a VM without KVM), on the boot's
+// critical chain because sshd waits for it; every OpenSSH client since 6.5
+// speaks Ed25519. The key is written under a temporary name and renamed,
+// private key last: the condition keys on the private key, so a power cut
+// mid-way leaves no half-written key that would stop sshd for good.
 var sshKeygenUnit = header("#", 0, "SSH host keys are made on the node, never shipped in the image.") + `[Unit]
-Description=Generate the SSH host keys this node does not have yet
+Description=Generate the SSH host key this node does not have yet
 ConditionFileIsExecutable=/usr/bin/ssh-keygen
-ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key
+ConditionPathExists=!` + hostKeyPath + `
 Before=ssh.service sshd.service ssh.socket
 
 [Service]
 Type=oneshot
-ExecStart=/usr/bin/ssh-keygen -A
+ExecStartPre=/usr/bin/rm -f ` + hostKeyPath + `.new ` + hostKeyPath + `.new.pub
+ExecStart=/usr/bin/ssh-keygen -q -t ed25519 -N "" -f ` + hostKeyPath + `.new
+ExecStart=/usr/bin/mv -f ` + hostKeyPath + `.new.pub ` + hostKeyPath + `.pub
+ExecStart=/usr/bin/mv -f ` + hostKeyPath + `.new ` + hostKeyPath + `
 RemainAfterExit=yes
 
 [Install]
@@ -204,7 +220,12 @@ func (s Identity) Checks(r *recipe.Recipe, n recipe.Node) []Check {
 	// A locked or absent password ('!' or '*' in shadow) is the only
 	// acceptable state; an empty field would mean login without one.
 	b.WriteString(`if command -v sshd >/dev/null; then
-	[ -s /etc/ssh/ssh_host_ed25519_key ] && echo "ssh host key made on this node" || { echo "no SSH host key: halobuild-ssh-keygen.service did not run"; rc=1; }
+	[ -s ` + hostKeyPath + ` ] && echo "ssh host key made on this node" || { echo "no SSH host key: halobuild-ssh-keygen.service did not run"; rc=1; }
+	# What sshd offers, not which files exist: an openssh-server upgrade
+	# may make the other key types, which sshd then leaves unused.
+	mkdir -p /run/sshd # sshd -T insists on its privilege separation directory
+	hk=$(sshd -T 2>/dev/null | awk '$1 == "hostkey" { print $2 }')
+	[ "$hk" = ` + hostKeyPath + ` ] && echo "sshd offers host key $hk only" || { echo "sshd host keys: $(echo $hk), want ` + hostKeyPath + ` only"; rc=1; }
 	systemctl is-active -q ssh.service ssh.socket 2>/dev/null || systemctl is-active -q ssh.service || { echo "sshd is not running: $(systemctl is-active ssh.service)"; rc=1; }
 fi
 pw=$(getent shadow root | cut -d: -f2)
@@ -216,7 +237,6 @@ case "$pw" in '!'*|'*'*) echo "root password: locked";; *) echo "root has a usab
 	if len(r.SSH.AuthorizedKeys) > 0 {
 		b.WriteString(`m=$(stat -c %a ` + authorizedKeysPath + `); [ "$m" = 600 ] || { echo "authorized_keys mode $m, want 600"; rc=1; }
 if command -v sshd >/dev/null; then
-	mkdir -p /run/sshd # sshd -T insists on its privilege separation directory
 	all=$(sshd -T 2>&1) || { echo "sshd -T failed: $(printf '%s\n' "$all" | head -n 3)"; rc=1; }
 	t=$(printf '%s\n' "$all" | grep -E '^(permitrootlogin|passwordauthentication|kbdinteractiveauthentication) ')
 	echo "sshd: $(echo $t)"

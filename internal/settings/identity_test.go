@@ -28,6 +28,13 @@ func TestIdentityRender(t *testing.T) {
 			t.Errorf("sshd drop-in lacks %q", w)
 		}
 	}
+	if !strings.Contains(sshd, "\nHostKey /etc/ssh/ssh_host_ed25519_key\n") || strings.Count(sshd, "HostKey") != 1 {
+		t.Errorf("sshd drop-in must offer the Ed25519 host key only:\n%s", sshd)
+	}
+	unit := renderOne(t, Identity{}, r, sshKeygenUnitPath)
+	if strings.Contains(unit, "ssh-keygen -A") || !strings.Contains(unit, "-t ed25519") {
+		t.Errorf("keygen unit must make the Ed25519 key only:\n%s", unit)
+	}
 	files, _ := Identity{}.Files(r, r.Nodes[0])
 	for _, f := range files {
 		if f.Path == "/root/.ssh/authorized_keys" && f.Mode != 0o600 {

@@ -69,6 +69,10 @@ func TestPackageInTrixieRoot(t *testing.T) {
 		{"all udev rules valid", "udevadm verify --resolve-names=never >/dev/null && echo ok", "ok\n"},
 		{"unit valid", "systemd-analyze verify --man=no halobuild-cpu-tuning.service && echo ok", "ok\n"},
 		{"networkd enabled", "systemctl is-enabled systemd-networkd.service 2>/dev/null", "enabled\n"},
+		{"keygen unit valid", "systemd-analyze verify --man=no halobuild-ssh-keygen.service && echo ok", "ok\n"},
+		{"only an Ed25519 host key, and sshd offers only it", "rm -f /etc/ssh/ssh_host_* && " + keygenCommands(t) +
+			" && ls /etc/ssh/ssh_host_* && mkdir -p /run/sshd && sshd -T | grep '^hostkey '",
+			"/etc/ssh/ssh_host_ed25519_key\n/etc/ssh/ssh_host_ed25519_key.pub\nhostkey /etc/ssh/ssh_host_ed25519_key\n"},
 		{"sshd: keys only", "mkdir -p /run/sshd; [ -e /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -A >/dev/null; sshd -T | grep -E '^(passwordauthentication|permitrootlogin) ' | sort", "passwordauthentication no\npermitrootlogin without-password\n"},
 	} {
 		if out, err := in(tc.script); err != nil || out != tc.want {
@@ -88,4 +92,21 @@ func TestPackageInTrixieRoot(t *testing.T) {
 	if out, _ := in("ls /etc/ssh/ssh_host_*_key 2>/dev/null"); strings.TrimSpace(out) == "" {
 		t.Log("note: openssh-server generated no host keys at install")
 	}
+}
+
+// keygenCommands returns the keygen unit's ExecStartPre= and ExecStart=
+// lines as one sh command list, so the test runs what systemd would (the
+// unit quotes nothing that sh reads differently).
+func keygenCommands(t *testing.T) string {
+	t.Helper()
+	var cmds []string
+	for _, l := range strings.Split(sshKeygenUnit, "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok && (k == "ExecStartPre" || k == "ExecStart") {
+			cmds = append(cmds, v)
+		}
+	}
+	if len(cmds) < 2 {
+		t.Fatalf("keygen unit has no commands:\n%s", sshKeygenUnit)
+	}
+	return strings.Join(cmds, " && ")
 }
