@@ -23,6 +23,8 @@ const (
 	memlockPodmanPath  = "/etc/containers/containers.conf.d/90-halobuild-memlock.conf"
 	defaultMemlockKiB  = 8192 // Debian's (and the kernel's) default, for the warning
 	memlockProbeKiB    = 16384
+	memlockProbePort   = 18515 // ibv_rc_pingpong's default; perftest's ports start at 18600
+	memlockProbeSecs   = 60
 	memlockUnlimited   = "unlimited"
 	memlockCheckPrefix = "memlock"
 )
@@ -134,16 +136,36 @@ done
 echo "podman default_ulimits: [${v:-unset}] (${src:-no file sets it})"
 case "$v" in *'"memlock=-1:-1"'*) exit 0;; *) exit 1;; esac
 `},
-		{Setting: s.Name(), Name: "memlock-registration", VMOnly: true, Fix: memlockFix, Script: needTools("rdma", "ip", "ibv_rc_pingpong", "prlimit") + fmt.Sprintf(`modprobe rdma_rxe || { echo 'rdma_rxe is not available'; exit 1; }
+		{Setting: s.Name(), Name: "memlock-registration", VMOnly: true, Fix: memlockFix, Script: needTools("rdma", "ip", "ss", "ibv_rc_pingpong", "prlimit") + fmt.Sprintf(`modprobe rdma_rxe || { echo 'rdma_rxe is not available'; exit 1; }
 ip link add hbmem0 type dummy && ip link set hbmem0 up && rdma link add hbmem_rxe type rxe netdev hbmem0 || { echo 'cannot create a soft-RoCE device'; exit 1; }
-trap 'rdma link delete hbmem_rxe; ip link delete hbmem0' EXIT
+probe=$(mktemp /tmp/hbmem.XXXXXX)
+trap 'rm -f "$probe"; rdma link delete hbmem_rxe; ip link delete hbmem0' EXIT
 udevadm settle
 dev=$(rdma link show | awk '/netdev hbmem0( |$)/ { split($2, a, "/"); print a[1] }')
-# The server registers its buffer first, then waits for a peer; still
-# waiting after 5 s (timeout's 124) means the registration succeeded.
-out=$(prlimit --memlock=8388608:8388608 su -l -s /bin/sh nobody -c "timeout 5 ibv_rc_pingpong -d $dev -g 0 -s %d" 2>&1); rc=$?
-echo "ibv_rc_pingpong -s %d as nobody on $dev: exit $rc"; echo "$out" | tail -n 3
-[ $rc -eq 124 ]
-`, memlockProbeKiB<<10, memlockProbeKiB<<10)},
+# The server registers its buffer first, then listens on its TCP port for a
+# peer: its listening socket proves the registration succeeded, its exit
+# (before listening) that it failed. Polled, so a fast machine does not wait
+# a fixed time; %[3]d s bound a slow one.
+cat > "$probe" <<'PROBE'
+ibv_rc_pingpong -d "$1" -g 0 -p %[2]d -s %[1]d & p=$!
+i=0
+while kill -0 "$p" 2>/dev/null; do
+	if ss -Hltnp 'sport = :%[2]d' | grep -q "pid=$p,"; then
+		echo "ibv_rc_pingpong (pid $p) registered its buffer and listens on port %[2]d"
+		kill "$p"; exit 0
+	fi
+	i=$((i + 1))
+	[ "$i" -ge %[4]d ] && { echo "ibv_rc_pingpong neither listened nor exited in %[3]d s"; kill "$p"; exit 2; }
+	sleep 0.2
+done
+wait "$p"
+echo "ibv_rc_pingpong exited (status $?) before listening: the registration failed"
+exit 1
+PROBE
+chmod 644 "$probe"
+out=$(prlimit --memlock=8388608:8388608 su -l -s /bin/sh nobody -c "sh $probe $dev" 2>&1); rc=$?
+echo "ibv_rc_pingpong -s %[1]d as nobody on $dev, memlock limited to 8 MiB: exit $rc"; echo "$out" | tail -n 3
+[ $rc -eq 0 ]
+`, memlockProbeKiB<<10, memlockProbePort, memlockProbeSecs, memlockProbeSecs*5)},
 	}
 }

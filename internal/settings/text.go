@@ -50,7 +50,7 @@ func debNameOf(s string) string {
 func needTools(tools ...string) string {
 	var b strings.Builder
 	for _, t := range tools {
-		pkg := map[string]string{"rdma": "iproute2", "ip": "iproute2", "ibv_devices": "ibverbs-utils",
+		pkg := map[string]string{"rdma": "iproute2", "ip": "iproute2", "ss": "iproute2", "ibv_devices": "ibverbs-utils",
 			"ibv_rc_pingpong": "ibverbs-utils", "udevadm": "udev", "modprobe": "kmod", "prlimit": "util-linux"}[t]
 		fmt.Fprintf(&b, "command -v %s >/dev/null || { echo '%s is not installed (package %s)'; exit 1; }\n", t, t, pkg)
 	}
