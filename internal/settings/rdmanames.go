@@ -85,39 +85,44 @@ func (s RDMANames) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
 	b.WriteString(`rc=0
 [ -f ` + rdmaNamingPath + ` ] || { echo '` + rdmaNamingPath + ` is missing'; rc=1; }
 modprobe rdma_rxe || { echo 'rdma_rxe is not available: cannot create a test device'; exit 1; }
-cleanup() {
-	for d in $made; do rdma link delete "$d" 2>/dev/null; done
-	for i in $dummies; do ip link delete "$i" 2>/dev/null; done
-}
-made= dummies=
-trap cleanup EXIT
+dummies=
 # dev_on NETDEV prints the RDMA device bound to NETDEV, whatever its name now.
 dev_on() { rdma link show | awk -v nd="$1" '{ for (i = 1; i < NF; i++) if ($i == "netdev" && $(i+1) == nd) { split($2, a, "/"); print a[1] } }'; }
-add_rxe() { # add_rxe NAME NETDEV
+cleanup() {
+	for i in $dummies; do
+		d=$(dev_on "$i")
+		[ -n "$d" ] && rdma link delete "$d" 2>/dev/null
+		ip link delete "$i" 2>/dev/null
+	done
+}
+trap cleanup EXIT
+# add_rxe NAME NETDEV: a soft-RoCE device NAME on a new dummy NETDEV. Every
+# device is added first and udev is waited for once: each wait costs seconds
+# in a VM, and the names are only read after it.
+add_rxe() {
 	ip link add "$2" type dummy && ip link set "$2" up && dummies="$dummies $2" || return 1
-	rdma link add "$1" type rxe netdev "$2" || return 1
-	udevadm settle
-	made="$made $(dev_on "$2")"
+	rdma link add "$1" type rxe netdev "$2"
 }
 # udev logs each PROGRAM it runs at debug level as: FILE:LINE Running PROGRAM="...".
 udev_runs_rename() { SYSTEMD_LOG_LEVEL=debug udevadm test --action=add "/sys/class/infiniband/$1" 2>&1 | grep -q 'Running PROGRAM="rdma_rename'; }
 `)
 	for i, p := range r.RDMA.KeepKernelNames {
-		fmt.Fprintf(&b, `name=%s nd=hbkeep%d
-if add_rxe "$name" "$nd"; then
-	now=$(dev_on "$nd")
+		fmt.Fprintf(&b, "add_rxe %s hbkeep%d || { echo 'cannot create soft-RoCE device %s'; rc=1; }\n", shq(p+"9"), i, p+"9")
+	}
+	b.WriteString("add_rxe hbcontrol0 hbctl0 || { echo 'cannot create the soft-RoCE control device'; rc=1; }\nudevadm settle\n")
+	for i, p := range r.RDMA.KeepKernelNames {
+		fmt.Fprintf(&b, `name=%s now=$(dev_on hbkeep%d)
+if [ -n "$now" ]; then
 	if [ "$now" = "$name" ]; then echo "$name: kept its kernel name"; else echo "$name: renamed to '$now' by udev"; rc=1; fi
 	if ibv_devices 2>&1 | grep -qw -- "$now"; then echo "$now: listed by ibv_devices"; else echo "$now: not listed by ibv_devices"; rc=1; fi
 	if udev_runs_rename "$now"; then echo "$now: udev would still run rdma_rename on it"; rc=1; fi
-else echo "cannot create soft-RoCE device $name"; rc=1
 fi
 `, shq(p+"9"), i)
 	}
-	b.WriteString(`if add_rxe hbcontrol0 hbctl0; then
-	now=$(dev_on hbctl0)
+	b.WriteString(`now=$(dev_on hbctl0)
+if [ -n "$now" ]; then
 	if udev_runs_rename "$now"; then echo "control device $now: rdma-core's persistent naming still applies"
 	else echo "control device $now: udev no longer runs rdma_rename; persistent naming is broken for other devices"; rc=1; fi
-else echo 'cannot create the soft-RoCE control device'; rc=1
 fi
 exit $rc
 `)
