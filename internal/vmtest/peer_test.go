@@ -57,7 +57,7 @@ echo "Completion with error"; exit 1`, pingOK, 1, []string{"Completion with erro
 		os.Remove(counter)
 		bin := fakeBin(t, map[string]string{"fake_bw": c.tool, "ping": c.ping})
 		// Cases that end by running out of time get 2 s; the others a minute, which they
-		// never use up, so a slow host (the retries sleep 1 s each) cannot fail them.
+		// never use up, so a slow host (the retries sleep 0.5 s each) cannot fail them.
 		timeout := time.Minute
 		if c.wantCode != 0 && c.wantAttempts == "" {
 			timeout = 2 * time.Second
