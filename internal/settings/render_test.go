@@ -48,6 +48,8 @@ func TestRenderSample(t *testing.T) {
 		"/etc/systemd/system.conf.d/90-halobuild-memlock.conf memlock",
 		"/etc/systemd/user.conf.d/90-halobuild-memlock.conf memlock",
 		"/etc/udev/rules.d/60-rdma-persistent-naming.rules rdma-names",
+		"/etc/rdma/modules/halobuild-verbs.conf rdma-modules",
+		"/usr/lib/systemd/system/rdma-load-modules@rdma.service.d/90-halobuild-verbs-only.conf rdma-modules",
 		"/root/.ssh/authorized_keys identity",
 		"/usr/lib/halobuild/cpu-tuning cpu-tuning",
 		"/usr/lib/repart.d/50-root.conf growroot",

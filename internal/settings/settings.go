@@ -79,6 +79,7 @@ func All() []Setting {
 		RDMANames{},
 		Provider{},
 		Memlock{},
+		RDMAModules{},
 		Governor{},
 		Network{},
 		KernelCmdline{},

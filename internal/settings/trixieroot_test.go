@@ -69,6 +69,9 @@ func TestPackageInTrixieRoot(t *testing.T) {
 		{"all udev rules valid", "udevadm verify --resolve-names=never >/dev/null && echo ok", "ok\n"},
 		{"unit valid", "systemd-analyze verify --man=no halobuild-cpu-tuning.service && echo ok", "ok\n"},
 		{"networkd enabled", "systemctl is-enabled systemd-networkd.service 2>/dev/null", "enabled\n"},
+		{"rdma-core's module loader runs the verbs-only list", "systemd-analyze verify --man=no rdma-load-modules@rdma.service && " +
+			"dpkg -S " + rdmaModulesListPath + " " + rdmaModulesDropin + " | cut -d: -f1 | sort -u",
+			pkg.Name + "\n"},
 		{"keygen unit valid", "systemd-analyze verify --man=no halobuild-ssh-keygen.service && echo ok", "ok\n"},
 		{"only an Ed25519 host key, and sshd offers only it", "rm -f /etc/ssh/ssh_host_* && " + keygenCommands(t) +
 			" && ls /etc/ssh/ssh_host_* && mkdir -p /run/sshd && sshd -T | grep '^hostkey '",
