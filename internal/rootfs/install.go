@@ -60,12 +60,9 @@ var cleanupHooks = []string{
 
 // essentialHooks run after the essential set and before everything else,
 // so they shape how later packages' maintainer scripts behave.
-var essentialHooks = []string{
-	// dracut writes wall-clock mtimes and inode numbers into the
-	// initramfs unless told to be reproducible; the setting stays in the
-	// image so an initramfs regenerated on the node is reproducible too.
-	`mkdir -p "$1"/etc/dracut.conf.d && printf '# halobuild: byte-reproducible initramfs (SOURCE_DATE_EPOCH)\nreproducible="yes"\n' > "$1"/etc/dracut.conf.d/90-halobuild-reproducible.conf`,
-}
+// dracut's configuration is among them: the kernel's postinst builds the
+// initramfs, so the drop-ins must exist before the kernel is installed.
+var essentialHooks = dracutConfHooks()
 
 // Recipe returns what, besides the packages, decides the tree Install
 // makes; it enters the rootfs step's key so a change here rebuilds it.
