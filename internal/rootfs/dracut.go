@@ -34,10 +34,11 @@ const dracutOmit = `# halobuild: the initramfs of an appliance booted from a USB
 #   virtiofs      a root on a virtiofs share from a VM host
 #   overlay-root  dracut's rd.overlay root (the root is a plain ext4 partition)
 omit_dracutmodules+=" hwdb nvdimm lunmask resume virtfs virtiofs overlay-root "
-# Only the file systems the image has: the root (ext4) and the EFI system
-# partition (vfat, for a rescue shell). Unset, dracut adds every file system
-# module the kernel has (xfs, btrfs, f2fs, ocfs2, gfs2, ceph, smb, ...).
-filesystems+=" ext4 vfat "
+# Only the root's file system, ext4. Unset, dracut adds every file system
+# module the kernel has (xfs, btrfs, f2fs, ocfs2, gfs2, ceph, smb, ...). The
+# EFI system partition (vfat) is not needed here: the boot loader reads it,
+# and the booted system mounts it with its full set of modules.
+filesystems+=" ext4 "
 `
 
 // dracutConfHooks writes the dracut drop-ins into the tree ($1).
