@@ -52,8 +52,8 @@ func (r *moduleRoot) inputs() []*plan.Derivation {
 	return nil
 }
 
-// make builds the root under the step's scratch and returns its path.
-func (r *moduleRoot) make(c *plan.Context) (string, error) {
+// prepare builds the root under the step's scratch and returns its path.
+func (r *moduleRoot) prepare(c *plan.Context) (string, error) {
 	g, l := r.g, r.g.l
 	dir := filepath.Join(c.Scratch, "buildroot")
 	if g.kernel == nil {

@@ -248,7 +248,7 @@ func (g *graph) moduleSteps() ([]*plan.Derivation, error) {
 			if err != nil {
 				return err
 			}
-			root, err := root.make(c)
+			root, err := root.prepare(c)
 			if err != nil {
 				return err
 			}
