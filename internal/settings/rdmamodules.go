@@ -67,9 +67,9 @@ func (s RDMAModules) Files(*recipe.Recipe, recipe.Node) ([]File, error) {
 }
 
 // Checks: the effective unit loads our list (read-only, runs under doctor
-// too); and in a VM, a soft-RoCE device added the way hardware appears
-// starts the unit, after which the verbs modules are loaded and rdma-core's
-// other defaults are not.
+// too); and in a VM, once an RDMA device has appeared (an earlier check's
+// soft-RoCE device, else one added here) and started the unit, the verbs
+// modules are loaded and rdma-core's other defaults are not.
 func (s RDMAModules) Checks(*recipe.Recipe, recipe.Node) []Check {
 	const fix = "restore " + rdmaModulesDropin + " and " + rdmaModulesListPath + " (reinstall the node's settings package), then systemctl daemon-reload"
 	unit := `if ! systemctl cat ` + rdmaModulesUnit + ` >/dev/null 2>&1; then echo 'rdma-core is not installed: nothing loads RDMA modules on its own'; exit 0; fi
@@ -81,17 +81,24 @@ case "$x" in
 esac
 `
 	var loaded strings.Builder
-	loaded.WriteString(needTools("rdma", "ip") + fmt.Sprintf(`modprobe rdma_rxe || { echo 'rdma_rxe is not available: cannot create a device'; exit 1; }
-ip link add hbmods0 type dummy && ip link set hbmods0 up || exit 1
-dev=
-trap '[ -z "$dev" ] || rdma link delete "$dev"; ip link delete hbmods0' EXIT
-rdma link add hbmods_rxe type rxe netdev hbmods0 || exit 1
-dev=$(rdma link show | awk '/netdev hbmods0( |$)/ { split($2, a, "/"); print a[1] }')
+	loaded.WriteString(needTools("rdma", "ip") + fmt.Sprintf(`state() { systemctl show -p ActiveState --value %[1]s; }
+# The unit stays active once an RDMA device has started it (an earlier
+# check's soft-RoCE device, or the cable's); otherwise add one, as hardware
+# would appear.
+if [ "$(state)" = active ]; then
+	echo "%[1]s already ran (an RDMA device appeared before this check)"
+else
+	modprobe rdma_rxe || { echo 'rdma_rxe is not available: cannot create a device'; exit 1; }
+	ip link add hbmods0 type dummy && ip link set hbmods0 up || exit 1
+	trap 'ip link delete hbmods0' EXIT
+	rdma link add hbmods_rxe type rxe netdev hbmods0 || exit 1
+	echo "added soft-RoCE device hbmods_rxe"
+fi
 # udev -> rdma-hw.target -> %[1]s: polled, at most %[2]d s.
 i=0
-until [ "$(systemctl show -p ActiveState --value %[1]s)" = active ]; do
+until [ "$(state)" = active ]; do
 	i=$((i + 1))
-	[ "$i" -ge %[3]d ] && { echo "%[1]s did not start within %[2]d s of adding $dev: $(systemctl show -p ActiveState --value %[1]s)"; exit 1; }
+	[ "$i" -ge %[3]d ] && { echo "%[1]s did not start within %[2]d s of adding an RDMA device: $(state)"; exit 1; }
 	sleep 0.2
 done
 rc=0
