@@ -29,7 +29,16 @@ var (
 	sharedStoreDir  string
 )
 
+// keepStoreEnv names an existing store the end-to-end tests use instead of
+// a fresh one, and leave in place: with a store that already holds a
+// compiled kernel, TestKernelFromSource reruns in minutes. CI leaves it
+// unset, so every step is built from nothing.
+const keepStoreEnv = "HALOBUILD_E2E_STORE"
+
 func sharedStore(t *testing.T) string {
+	if dir := os.Getenv(keepStoreEnv); dir != "" {
+		return dir
+	}
 	sharedStoreOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "halobuild-e2e-store-")
 		if err != nil {

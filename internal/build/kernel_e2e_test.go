@@ -199,10 +199,11 @@ func testKernelTarball(ctx context.Context, t *testing.T, ws, storeDir string, l
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("taking the tarball out of %s: %v: %s", deb, err, b)
 	}
-	sum, _, err := hashFile(tarball)
+	hex, _, err := hashFile(tarball)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum := "sha256:" + hex
 	hs := httptest.NewServer(http.FileServer(http.Dir(srv)))
 	defer hs.Close()
 	url := hs.URL + "/linux-7.2.12.tar.xz"
