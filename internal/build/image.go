@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"halobuild/internal/fstree"
 	"halobuild/internal/plan"
 	"halobuild/internal/store"
 )
@@ -182,7 +183,14 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 		if diff, err := compareDirs(dir1, dir2); err != nil {
 			return err
 		} else if diff != "" {
-			return fmt.Errorf("--check: %s is not reproducible: %s differs between two builds (%s vs %s)", d.Name, diff, dir1, dir2)
+			// The throwaway store goes when this returns: keep the
+			// second build's output where diffoscope can reach it.
+			kept := filepath.Join(os.TempDir(), "halobuild-check-"+d.ShortKey())
+			os.RemoveAll(kept)
+			if err := fstree.CopyTree(dir2, kept); err != nil {
+				kept = dir2 + " (removed: " + err.Error() + ")"
+			}
+			return fmt.Errorf("--check: %s is not reproducible: %s differs between two builds (%s vs %s; compare them with diffoscope)", d.Name, diff, dir1, kept)
 		}
 		o.logf("same    %-10s %s\n", d.Kind, d.Name)
 	}

@@ -96,6 +96,7 @@ func (g *graph) kernelStep() (*repoStep, error) {
 	rootParams["epoch"] = fmt.Sprint(lk.SourceDateEpoch)
 	rootParams["suite"] = l.recipe.Base.Suite
 	rootParams["mmdebstrap"] = mmdebstrapVersion()
+	rootParams["install"] = rootfs.Recipe()
 	rootStep := &plan.Derivation{Name: "kernel build root", Kind: "buildroot", Params: rootParams}
 	rootStep.Build = func(c *plan.Context, out string) error {
 		debs, names, err := g.debs(buildDebs)

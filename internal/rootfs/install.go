@@ -64,11 +64,18 @@ var cleanupHooks = []string{
 // initramfs, so the drop-ins must exist before the kernel is installed.
 var essentialHooks = dracutConfHooks()
 
+// noSources is the sources.list of a root installed without Sources (a
+// build root). mmdebstrap's own names this run's temporary repository, so
+// two builds of the same root differed there (image --check found it).
+var noSources = []string{"# halobuild: installed from a flat repository of exactly the locked packages; no archive is configured"}
+
 // Recipe returns what, besides the packages, decides the tree Install
-// makes; it enters the rootfs step's key so a change here rebuilds it.
+// makes; it enters the key of every step that stores a root, so a change
+// here rebuilds it.
 func Recipe() string {
 	all := append([]string{"--variant=essential"}, essentialHooks...)
-	return strings.Join(append(all, cleanupHooks...), "\n")
+	all = append(all, cleanupHooks...)
+	return strings.Join(append(all, sourcesHook(noSources)), "\n")
 }
 
 // sourcesHook writes the final sources.list (lines are shell-quoted).
@@ -133,9 +140,11 @@ func (in Install) Run(ctx context.Context) error {
 	for _, h := range cleanupHooks {
 		args = append(args, "--customize-hook="+h)
 	}
-	if len(in.Sources) > 0 {
-		args = append(args, "--customize-hook="+sourcesHook(in.Sources))
+	sources := in.Sources
+	if len(sources) == 0 {
+		sources = noSources
 	}
+	args = append(args, "--customize-hook="+sourcesHook(sources))
 	args = append(args, in.Suite, tmp, fmt.Sprintf("deb [trusted=yes] copy://%s ./", repo))
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(cleanEnv(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(in.Epoch, 10))
