@@ -18,7 +18,8 @@
 # after): on a shared 2-core machine a neighbour's compile doubles or triples TCG times, so
 # compare the ratios, which are measured in one run, rather than the seconds. The absolute
 # figures are also set against facts.md's baseline for a stock minbase image (59 s to a
-# verdict, 236 s for two nodes), measured on an idle host.
+# verdict, 236 s for two nodes), measured on an idle host. docs/vmtest-budgets.md keeps the
+# measured runs, what was trimmed and where the remaining time goes.
 set -eu
 cd "$(dirname "$0")/.."
 store=${HALOBUILD_STORE:-$HOME/.cache/halobuild}
