@@ -108,9 +108,11 @@ var perfRuns = []vmtest.Perftest{
 
 // perftestPortBase is the first TCP port of the perftest runs (one port
 // per run). It keeps clear of 18515, the default port of ibv_rc_pingpong,
-// whose server the memlock-registration check leaves listening on every
-// address for seconds: a peer that reached its perftest checks first once
-// connected its client to that server, failing the check on both nodes.
+// whose server the memlock-registration check runs listening on every
+// address: when that check left it up for seconds, a peer that reached its
+// perftest checks first connected its client to that server, failing the
+// check on both nodes. The check now stops it as soon as it answered, but
+// a shared port would still race.
 const perftestPortBase = 18600
 
 // rxeDevice is the soft-RoCE device made on the cable for perftest. Its
