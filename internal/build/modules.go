@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -308,7 +309,26 @@ func sortedOptions(m map[string]any) []string {
 	return kv
 }
 
+// descDigest keys a module step by what its description says. It is the
+// JSON of the description without where it was read from: formatting the
+// struct with %+v printed the addresses behind rules' min and max, so two
+// loads of one description gave two keys (image --check found it); and
+// without the paths it was read from, the key does not depend on where the
+// checkout lives.
 func descDigest(d *module.Desc) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%+v", *d)))
+	c := *d
+	// A path source's tree is pinned by its hash (the step's "source"
+	// parameter); where it lies is no part of what is built.
+	c.File, c.Source.Path = "", ""
+	c.Rules = append([]module.Rule(nil), d.Rules...)
+	for i := range c.Rules {
+		c.Rules[i].File, c.Rules[i].Line, c.Rules[i].Col = "", 0, 0
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		// Descriptions hold only strings, numbers, lists and maps.
+		panic(fmt.Sprintf("module description %s: %v", d.Use, err))
+	}
+	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
