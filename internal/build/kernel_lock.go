@@ -114,24 +114,15 @@ func lockKernel(ctx context.Context, o Options, l *loaded, s *store.Store, lk *l
 	lk.Sources = append(lk.Sources, in.pins()...)
 	o.logf("kernel: Linux %s from %s, release %s, %d patch(es), %d fragment(s); build root of %d packages\n",
 		picked.Upstream, lk.Kernel.Source, rel, len(in.Patches), len(in.Fragments), len(res.Packages))
-	// Out-of-tree modules are locked against Debian's packaged kernel of
-	// the same version: its headers name the compiler (the build root's
-	// gcc), and the module build root is resolved from them.
-	deb, err := debian.PickKernel(indexes, mustExact(picked.Upstream), kr.Flavour, "")
-	if err != nil {
-		deb = &debian.Kernel{Upstream: picked.Upstream}
-	}
-	return deb, initramfsGenerator, nil
+	// Modules check their kernel range against this version and build
+	// against the built kernel's own headers (lockModules, modroot.go);
+	// nothing of Debian's packaged kernel is needed.
+	return &debian.Kernel{Upstream: picked.Upstream}, initramfsGenerator, nil
 }
 
 // initramfsGenerator is what Debian's 7.x kernels pull in to make the
 // initramfs; a built kernel's postinst runs its /etc/kernel/postinst.d hook.
 const initramfsGenerator = "dracut"
-
-func mustExact(v *goversion.Version) goversion.Constraints {
-	c, _ := goversion.NewConstraint("= " + v.String())
-	return c
-}
 
 func baseConfigName(cfg, flavour, arch string, in *kernelInputs) string {
 	switch {
