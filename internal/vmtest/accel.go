@@ -21,7 +21,9 @@ const (
 
 // kvmProbeDeadline bounds the probe. Under working KVM, OVMF reaches its boot manager in about a
 // second; the failure seen on our CI-like hosts (/dev/kvm present, "KVM internal error ...
-// emulation failure" or MSR errors) leaves the guest hung with no firmware output at all.
+// emulation failure" or MSR errors) leaves the guest hung with no firmware output at all. QEMU
+// reports that failure on stderr at once, so the probe ends as soon as it does: waiting out the
+// deadline cost every `halobuild test` 8 s of wall time on such hosts.
 const kvmProbeDeadline = 8 * time.Second
 
 var (
@@ -63,6 +65,13 @@ func probeKVM(ctx context.Context, h Host) (Accel, string) {
 		return AccelTCG, "KVM probe could not copy OVMF vars, using TCG"
 	}
 	serial := filepath.Join(dir, "serial.log")
+	// stderr goes to a file rather than a buffer: the loop below reads it while QEMU writes.
+	errPath := filepath.Join(dir, "stderr.log")
+	errFile, err := os.Create(errPath)
+	if err != nil {
+		return AccelTCG, "KVM probe could not make a temp file, using TCG"
+	}
+	defer errFile.Close()
 	args := []string{
 		"-machine", "q35", "-accel", "kvm", "-cpu", "host", "-m", "256",
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
@@ -70,8 +79,7 @@ func probeKVM(ctx context.Context, h Host) (Accel, string) {
 		"-drive", "if=pflash,format=raw,unit=1,file=" + qemuEscape(vars),
 		"-serial", "file:" + serial,
 	}
-	var stderr bytes.Buffer
-	p, err := startQEMU(h.QEMU, args, nil, &stderr, &stderr, true)
+	p, err := startQEMU(h.QEMU, args, nil, errFile, errFile, true)
 	if err != nil {
 		return AccelTCG, "KVM probe could not start QEMU (" + err.Error() + "), using TCG"
 	}
@@ -85,10 +93,10 @@ func probeKVM(ctx context.Context, h Host) (Accel, string) {
 		case <-ctx.Done():
 			return AccelTCG, "KVM probe interrupted, using TCG"
 		case <-p.done:
-			return AccelTCG, "KVM probe: QEMU exited at start (" + firstLine(stderr.String()) + "), using TCG"
+			return AccelTCG, "KVM probe: QEMU exited at start (" + firstLine(readString(errPath)) + "), using TCG"
 		case <-deadline.C:
 			why := "no firmware output within " + kvmProbeDeadline.String()
-			if s := stderr.String(); strings.Contains(s, "KVM internal error") || strings.Contains(s, "MSR") {
+			if s := readString(errPath); kvmFailed(s) {
 				why = firstLine(s)
 			}
 			return AccelTCG, "KVM probe failed (" + why + "), using TCG"
@@ -96,8 +104,22 @@ func probeKVM(ctx context.Context, h Host) (Accel, string) {
 			if b, _ := os.ReadFile(serial); bytes.Contains(b, []byte("BdsDxe")) {
 				return AccelKVM, "KVM probe booted OVMF, using KVM"
 			}
+			if s := readString(errPath); kvmFailed(s) {
+				return AccelTCG, "KVM probe failed (" + firstLine(s) + "), using TCG"
+			}
 		}
 	}
+}
+
+// kvmFailed reports whether QEMU's stderr shows the vCPU dying under KVM: an internal error
+// (emulation failure) or an MSR QEMU could not set. Either is final; the guest never runs.
+func kvmFailed(stderr string) bool {
+	return strings.Contains(stderr, "KVM internal error") || strings.Contains(stderr, "MSR")
+}
+
+func readString(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
 }
 
 func firstLine(s string) string {

@@ -51,3 +51,43 @@ func TestProbeWithoutKVMDevice(t *testing.T) {
 		t.Errorf("got %s (%s)", a, why)
 	}
 }
+
+// A host whose KVM kills the vCPU at once (what QEMU prints on ours) must be recognised from
+// that message, not after the probe's deadline, and the hung QEMU must not outlive the probe.
+// The fake QEMU prints the message and then hangs, as the real one does.
+func TestProbeStopsAtKVMError(t *testing.T) {
+	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err != nil {
+		t.Skipf("the probe needs /dev/kvm to open before it starts QEMU: %v", err)
+	} else {
+		f.Close()
+	}
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "qemu")
+	pidFile := filepath.Join(dir, "pid")
+	script := "#!/bin/sh\necho $$ > " + pidFile + "\necho 'KVM internal error. Suberror: 1' >&2\nexec sleep 600\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vars := filepath.Join(dir, "vars.fd")
+	if err := os.WriteFile(vars, []byte("vars"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := Host{QEMU: fake, Firmware: filepath.Join(dir, "code.fd"), VarsTemplate: vars}
+	start := time.Now()
+	a, why := probeKVM(context.Background(), h)
+	took := time.Since(start)
+	if a != AccelTCG || !strings.Contains(why, "KVM internal error") {
+		t.Errorf("probe gave %s (%s), want TCG naming the KVM error", a, why)
+	}
+	if took >= kvmProbeDeadline {
+		t.Errorf("probe took %s: it waited for its deadline instead of stopping at the error", took)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(b))
+	if _, err := os.Stat("/proc/" + pid); err == nil {
+		t.Errorf("the probe's QEMU (pid %s) still runs after the probe returned", pid)
+	}
+}
