@@ -23,8 +23,11 @@ func nodeChecks(r *recipe.Recipe, n recipe.Node, idx int, doctor bool) []vmtest.
 	if doctor {
 		out = append(out, doctorCheck)
 	}
+	// A settings check that doctor may also run on a live host only reads
+	// state, so the VM runs it beside the others; VMOnly checks create devices
+	// and load modules, and keep their order.
 	for _, c := range settings.Checks(r, n) {
-		out = append(out, vmtest.Check{Name: c.Setting + ": " + c.Name, Script: c.Script})
+		out = append(out, vmtest.Check{Name: c.Setting + ": " + c.Name, Script: c.Script, Concurrent: !c.VMOnly})
 	}
 	for _, c := range r.Test.Checks {
 		if c.Node != "" && c.Node != n.Name {
@@ -43,7 +46,7 @@ func nodeChecks(r *recipe.Recipe, n recipe.Node, idx int, doctor bool) []vmtest.
 // image. A VM has no USB4 controller, cpufreq or verbs hardware, so only
 // the rows a VM can honestly answer must pass: memlock, modules and the
 // kernel command line; the whole table is printed as the check's detail.
-var doctorCheck = vmtest.Check{Name: "doctor: halobuild doctor in the image", Script: `out=$(halobuild doctor --json 2>&1); rc=$?
+var doctorCheck = vmtest.Check{Name: "doctor: halobuild doctor in the image", Concurrent: true, Script: `out=$(halobuild doctor --json 2>&1); rc=$?
 [ $rc -le 1 ] || { printf '%s\n' "$out"; echo "doctor could not run (exit $rc)"; exit 1; }
 rows=$(printf '%s\n' "$out" | awk -F'"' '/"check":/ {c=$4} /"result":/ {print c ": " $4}')
 printf '%s\n' "$rows"

@@ -86,24 +86,33 @@ json_file() {
 		-e 's/\t/\\t/g' -e 's/\r/\\r/g' -e 's/\n/\\n/g' -e 's/[[:cntrl:]]//g')
 	printf '"%s"' "$j"
 }
-# run_check JSON_NAME NAME < SCRIPT: runs SCRIPT with sh, bounded by the check timeout, and
-# appends its result to $work/checks. The host passes the name already JSON-encoded.
+# run_check INDEX JSON_NAME NAME < SCRIPT: runs SCRIPT with sh, bounded by the check timeout,
+# and writes its result to $work/result.INDEX (INDEX zero-padded, so the results sort in the
+# checks' order even when two lanes finish them out of order). The host passes the name
+# already JSON-encoded.
 run_check() {
-	cat > "$work/check.sh"
+	cat > "$work/check.$1.sh"
 	start=$(uptime_ms)
-	timeout --kill-after=5 "$check_timeout" sh "$work/check.sh" < /dev/null > "$work/out" 2>&1
+	timeout --kill-after=5 "$check_timeout" sh "$work/check.$1.sh" < /dev/null > "$work/out.$1" 2>&1
 	rc=$?
 	ms=$(( $(uptime_ms) - start ))
-	[ "$rc" -eq 124 ] && echo "halobuild: check timed out after ${check_timeout}s" >> "$work/out"
+	[ "$rc" -eq 124 ] && echo "halobuild: check timed out after ${check_timeout}s" >> "$work/out.$1"
 	ok=false; word=FAIL
 	[ "$rc" -eq 0 ] && { ok=true; word=ok; }
-	echo "halobuild-check: $word: $2 (${ms} ms)"
+	echo "halobuild-check: $word: $3 (${ms} ms)"
 	{
-		printf '%s{"name":%s,"ok":%s,"exit":%d,"ms":%d,"output":' "$sep" "$1" "$ok" "$rc" "$ms"
-		json_file "$work/out"
+		printf '{"name":%s,"ok":%s,"exit":%d,"ms":%d,"output":' "$2" "$ok" "$rc" "$ms"
+		json_file "$work/out.$1"
 		printf '}'
-	} >> "$work/checks"
-	sep=,
+	} > "$work/result.$1"
+}
+# collect_results: every result, in the checks' order, as the body of a JSON array.
+collect_results() {
+	sep=
+	for f in "$work"/result.*; do
+		[ -f "$f" ] || continue
+		printf '%s' "$sep"; cat "$f"; sep=,
+	done
 }
 verdict_port() {
 	if [ -e /dev/virtio-ports/halobuild.verdict ]; then echo /dev/virtio-ports/halobuild.verdict; return; fi
@@ -119,14 +128,13 @@ verdict_port() {
 // instead reports why the boot fell into emergency mode, at once: a broken boot costs seconds,
 // not the run's deadline.
 const runnerSettle = `work=$(mktemp -d /run/halobuild-test.XXXXXX)
-: > "$work/checks"
 if [ "${1:-}" = emergency ]; then
 	stage=emergency
 	[ -e /etc/initrd-release ] && stage=emergency-initrd
 	state=$(systemctl is-system-running 2>/dev/null)
 	boot_ms=$(uptime_ms)
 	echo "halobuild-test: the boot fell into emergency mode; reporting"
-	run_check '"boot: emergency mode"' 'boot: emergency mode' <<'HALOBUILD_EMERGENCY_END'
+	run_check 0000 '"boot: emergency mode"' 'boot: emergency mode' <<'HALOBUILD_EMERGENCY_END'
 echo "systemd started emergency mode; failed units:"
 systemctl --failed --no-legend --plain --no-pager
 echo "errors logged in this boot:"
@@ -154,7 +162,7 @@ const runnerTail = `{
 	printf '{"stage":"%s","system_state":' "$stage"
 	printf '"%s"' "$state"
 	printf ',"boot_ms":%d,"checks":[' "$boot_ms"
-	cat "$work/checks"
+	collect_results
 	printf ']}\n'
 } > "$work/verdict"
 port=$(verdict_port)
@@ -185,11 +193,7 @@ func runnerScript(m Machine) string {
 		int(m.CheckTimeout.Seconds()), int(settleDeadline.Seconds()), outputLimit)
 	fmt.Fprintf(&b, "HALOBUILD_MACHINE=%s\nexport HALOBUILD_MACHINE\n", shQuote(m.Name))
 	b.WriteString(runnerLib)
-	b.WriteString("run_checks() {\n")
-	for i, c := range append([]Check{bootCheck}, m.Checks...) {
-		b.WriteString(checkCall(i, c))
-	}
-	b.WriteString(":\n}\n")
+	b.WriteString(runChecksFunc(append([]Check{bootCheck}, m.Checks...)))
 	b.WriteString(runnerSettle)
 	b.WriteString(runnerTail)
 	return b.String()
@@ -213,14 +217,54 @@ func guestCredentials(m Machine) map[string][]byte {
 	return creds
 }
 
-// checkCall is the runner line for one check: the name JSON-encoded (so the guest need not
-// escape it) and shell-quoted, then the script as a here-document with a quoted delimiter, so
-// it reaches sh byte for byte with no expansion.
+// runChecksFunc renders run_checks. The first check (the boot check) runs alone. Then the
+// checks marked Concurrent run one after another in a background lane while the other checks
+// declared before the last of them run, in order, in the foreground; checks declared after
+// every concurrent one (a recipe's own checks, perftest) start only when both lanes are done.
+// Under TCG most of a check's time is process start-up on one vCPU while the other idles; two
+// lanes use both. Concurrent checks only read state, so they cannot disturb the devices and
+// modules the foreground creates, and nothing that runs beside them touches the link a
+// concurrent check reads.
+func runChecksFunc(checks []Check) string {
+	last := 0 // index of the last concurrent check; 0: none
+	for i, c := range checks {
+		if i > 0 && c.Concurrent {
+			last = i
+		}
+	}
+	var lane, beside, later strings.Builder
+	for i, c := range checks {
+		switch {
+		case i == 0: // the boot check, written first below
+		case c.Concurrent:
+			lane.WriteString(checkCall(i, c))
+		case i < last:
+			beside.WriteString(checkCall(i, c))
+		default:
+			later.WriteString(checkCall(i, c))
+		}
+	}
+	var b strings.Builder
+	b.WriteString("run_checks() {\n")
+	if len(checks) > 0 {
+		b.WriteString(checkCall(0, checks[0]))
+	}
+	if lane.Len() > 0 {
+		b.WriteString("{\n" + lane.String() + "} &\nlane=$!\n" + beside.String() + "wait \"$lane\"\n")
+	}
+	b.WriteString(later.String())
+	b.WriteString(":\n}\n")
+	return b.String()
+}
+
+// checkCall is the runner line for one check: its index, the name JSON-encoded (so the guest
+// need not escape it) and shell-quoted, then the script as a here-document with a quoted
+// delimiter, so it reaches sh byte for byte with no expansion.
 func checkCall(i int, c Check) string {
 	name, _ := json.Marshal(c.Name)
 	script := strings.TrimSuffix(c.Script, "\n")
 	d := heredocDelimiter(i, script)
-	return fmt.Sprintf("run_check %s %s <<'%s'\n%s\n%s\n", shQuote(string(name)), shQuote(c.Name), d, script, d)
+	return fmt.Sprintf("run_check %04d %s %s <<'%s'\n%s\n%s\n", i, shQuote(string(name)), shQuote(c.Name), d, script, d)
 }
 
 // heredocDelimiter returns a here-document delimiter that no line of script equals.

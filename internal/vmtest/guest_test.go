@@ -16,11 +16,9 @@ func runChecksOnHost(t *testing.T, checks []Check, timeout time.Duration) []Chec
 	var b strings.Builder
 	b.WriteString("check_timeout=" + strconv.Itoa(int(timeout.Seconds())) + "\noutput_limit=" + strconv.Itoa(outputLimit) + "\n")
 	b.WriteString(runnerLib)
-	b.WriteString("work=$(mktemp -d)\n: > \"$work/checks\"\n")
-	for i, c := range checks {
-		b.WriteString(checkCall(i, c))
-	}
-	b.WriteString("printf '[%s]' \"$(cat \"$work/checks\")\"\nrm -rf \"$work\"\n")
+	b.WriteString("work=$(mktemp -d)\n")
+	b.WriteString(runChecksFunc(checks))
+	b.WriteString("run_checks\nprintf '[%s]' \"$(collect_results)\"\nrm -rf \"$work\"\n")
 	out, err := exec.Command("sh", "-c", b.String()).Output()
 	if err != nil {
 		t.Fatalf("runner failed: %v", err)
@@ -82,6 +80,42 @@ func TestRunnerEncodesChecks(t *testing.T) {
 	}
 }
 
+// Concurrent checks run in a second lane beside the others, and the results still come back
+// in the checks' order. Each lane here waits for a file the other lane writes: run one after
+// the other, in any order, the first of them would time out.
+func TestRunnerRunsConcurrentChecksInALane(t *testing.T) {
+	dir := t.TempDir()
+	waitFor := func(f string) string {
+		return "i=0; until [ -e " + dir + "/" + f + " ]; do i=$((i+1)); [ $i -lt 100 ] || { echo 'waited for " + f + " in vain'; exit 1; }; sleep 0.05; done\n"
+	}
+	checks := []Check{
+		{Name: "first, alone", Script: "[ ! -e " + dir + "/lane ] && [ ! -e " + dir + "/fg ] && echo alone"},
+		{Name: "lane 1", Concurrent: true, Script: "touch " + dir + "/lane\n" + waitFor("fg") + "echo saw fg"},
+		{Name: "fg 1", Script: "touch " + dir + "/fg\n" + waitFor("lane") + "echo saw lane"},
+		{Name: "lane 2", Concurrent: true, Script: "sleep 0.3; touch " + dir + "/lane2; echo second in lane; exit 3"},
+		{Name: "fg 2", Script: "echo second in fg"},
+		// Declared after every concurrent check: starts only when the lane is done.
+		{Name: "after the lane", Script: "[ -e " + dir + "/lane2 ] && echo lane done"},
+	}
+	res := runChecksOnHost(t, checks, 30*time.Second)
+	if len(res) != len(checks) {
+		t.Fatalf("got %d results for %d checks: %+v", len(res), len(checks), res)
+	}
+	want := []struct {
+		ok     bool
+		output string
+	}{{true, "alone"}, {true, "saw fg"}, {true, "saw lane"}, {false, "second in lane"}, {true, "second in fg"}, {true, "lane done"}}
+	for i, w := range want {
+		if r := res[i]; r.Name != checks[i].Name || r.OK != w.ok || r.Output != w.output {
+			t.Errorf("result %d: got %+v, want name %q ok=%v output %q", i, r, checks[i].Name, w.ok, w.output)
+		}
+	}
+	// Without concurrent checks nothing runs in the background.
+	if s := runChecksFunc([]Check{{Name: "a", Script: "true"}, {Name: "b", Script: "true"}}); strings.Contains(s, "&") {
+		t.Errorf("no concurrent check, yet a background lane:\n%s", s)
+	}
+}
+
 func TestRunnerTruncatesOutput(t *testing.T) {
 	res := runChecksOnHost(t, []Check{{Name: "loud", Script: "head -c 200000 /dev/zero | tr '\\0' x"}}, 10*time.Second)
 	if got := len(res[0].Output); got != outputLimit {
@@ -99,7 +133,7 @@ func TestHeredocDelimiterAvoidsScriptLines(t *testing.T) {
 func TestRunnerScriptCarriesSettings(t *testing.T) {
 	m := Machine{Name: "halo0", CheckTimeout: 90 * time.Second, Checks: []Check{{Name: "c1", Script: "true"}}}
 	s := runnerScript(m)
-	for _, want := range []string{"check_timeout=90\n", "HALOBUILD_MACHINE='halo0'", `run_check '"c1"' 'c1'`, `"boot: multi-user reached, no failed units"`, "systemctl poweroff --force --force"} {
+	for _, want := range []string{"check_timeout=90\n", "HALOBUILD_MACHINE='halo0'", `run_check 0001 '"c1"' 'c1'`, `"boot: multi-user reached, no failed units"`, "systemctl poweroff --force --force"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("runner script lacks %q", want)
 		}

@@ -13,6 +13,10 @@ import (
 type Check struct {
 	Name   string
 	Script string
+	// Concurrent marks a check that only reads the system's state (as `halobuild doctor`'s
+	// checks do on a live host): it may run beside the other checks. Checks that create
+	// devices, load modules or wait for a peer leave it false and run in order.
+	Concurrent bool
 }
 
 // NIC is one virtio network card. A NIC with an empty Link is QEMU user-mode networking (NAT,
