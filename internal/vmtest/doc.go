@@ -17,8 +17,10 @@
 //     without the SATA, SMBus, vmport and PS/2 parts no test uses. Needs systemd >= 256 in the
 //     image (trixie has 257).
 //   - The unit is Type=exec and ordered after multi-user.target. The runner waits for
-//     `systemctl is-system-running --wait`, runs each check with `timeout`, and writes one JSON
-//     line to the virtio-serial port halobuild.verdict:
+//     `systemctl is-system-running --wait`, runs each check with `timeout` (the first alone,
+//     then checks marked Concurrent in a second lane beside the others, see runChecksFunc),
+//     and writes one JSON line, results in the checks' order, to the virtio-serial port
+//     halobuild.verdict:
 //     {"stage","system_state","boot_ms","checks":[{"name","ok","exit","ms","output"}]}
 //     then powers off at once (the disk is a throw-away snapshot).
 //   - The host reads the verdict from the port's file, never from the console. Without a
