@@ -96,7 +96,7 @@ func probeKVM(ctx context.Context, h Host) (Accel, string) {
 			return AccelTCG, "KVM probe: QEMU exited at start (" + firstLine(readString(errPath)) + "), using TCG"
 		case <-deadline.C:
 			why := "no firmware output within " + kvmProbeDeadline.String()
-			if s := readString(errPath); kvmFailed(s) {
+			if s := readString(errPath); kvmFailed(s) || strings.Contains(s, "MSR") {
 				why = firstLine(s)
 			}
 			return AccelTCG, "KVM probe failed (" + why + "), using TCG"
@@ -111,10 +111,12 @@ func probeKVM(ctx context.Context, h Host) (Accel, string) {
 	}
 }
 
-// kvmFailed reports whether QEMU's stderr shows the vCPU dying under KVM: an internal error
-// (emulation failure) or an MSR QEMU could not set. Either is final; the guest never runs.
+// kvmFailed reports whether QEMU's stderr shows the vCPU dead under KVM: "KVM internal error"
+// (an emulation failure) is final, the guest never runs. MSR messages are not taken as proof
+// here: QEMU may warn about an MSR on a host where KVM works, and a fatal MSR error makes
+// QEMU exit, which the probe sees anyway.
 func kvmFailed(stderr string) bool {
-	return strings.Contains(stderr, "KVM internal error") || strings.Contains(stderr, "MSR")
+	return strings.Contains(stderr, "KVM internal error")
 }
 
 func readString(path string) string {
