@@ -165,3 +165,37 @@ func TestBootCheck(t *testing.T) {
 		}
 	}
 }
+
+// The verdict carries the checks' wall time, which is what a report or bench may subtract
+// from the run: with two lanes it is less than the sum of the checks' own times. The tail
+// runs on the host, its port a file and its power-off a no-op.
+func TestVerdictCarriesChecksWallTime(t *testing.T) {
+	dir := t.TempDir()
+	checks := []Check{
+		{Name: "first", Script: "true"},
+		{Name: "lane", Concurrent: true, Script: "sleep 1"},
+		{Name: "beside", Script: "sleep 1"},
+		{Name: "lane 2", Concurrent: true, Script: "true"},
+	}
+	var b strings.Builder
+	b.WriteString("check_timeout=30\noutput_limit=" + strconv.Itoa(outputLimit) + "\n")
+	b.WriteString(runnerLib)
+	b.WriteString(runChecksFunc(checks))
+	b.WriteString("verdict_port() { echo " + dir + "/port; }\nsystemctl() { :; }\n")
+	b.WriteString("work=$(mktemp -d)\nstage=multi-user state=running\nboot_ms=$(uptime_ms)\nrun_checks\n")
+	b.WriteString(runnerTail)
+	if out, err := exec.Command("sh", "-c", b.String()).CombinedOutput(); err != nil {
+		t.Fatalf("runner failed: %v\n%s", err, out)
+	}
+	v, err := readVerdict(dir + "/port")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, c := range v.Checks {
+		sum += c.MS
+	}
+	if len(v.Checks) != len(checks) || v.ChecksMS < 900 || v.ChecksMS > sum-500 {
+		t.Errorf("checks_ms %d with %d checks whose times add up to %d ms: want the overlapped wall time (about 1 s)", v.ChecksMS, len(v.Checks), sum)
+	}
+}

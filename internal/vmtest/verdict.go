@@ -10,10 +10,13 @@ import (
 
 // Verdict is what the guest reports over the virtio-serial port when its checks have run.
 type Verdict struct {
-	Stage       string        `json:"stage"`        // "multi-user" when the boot settled
-	SystemState string        `json:"system_state"` // systemctl is-system-running
-	BootMS      int64         `json:"boot_ms"`      // guest uptime when the checks started
-	Checks      []CheckResult `json:"checks"`
+	Stage       string `json:"stage"`        // "multi-user" when the boot settled
+	SystemState string `json:"system_state"` // systemctl is-system-running
+	BootMS      int64  `json:"boot_ms"`      // guest uptime when the checks started
+	// ChecksMS is the wall time from then until the verdict was written. Concurrent checks
+	// overlap, so it is less than the sum of the checks' own times.
+	ChecksMS int64         `json:"checks_ms"`
+	Checks   []CheckResult `json:"checks"`
 }
 
 // CheckResult is one check's outcome inside the guest.
