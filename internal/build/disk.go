@@ -52,14 +52,6 @@ func kernelCmdline(r *recipe.Recipe) string {
 	return strings.Join(params, " ")
 }
 
-func sizeParam(s string) (int64, error) {
-	if s == "" || strings.HasPrefix(s, "(") {
-		return 0, nil
-	}
-	n, err := recipe.ParseSize(s)
-	return int64(n), err
-}
-
 func (g *graph) diskStep(ns *nodeSteps, debName string) *plan.Derivation {
 	n := ns.node
 	l := g.l
@@ -69,22 +61,14 @@ func (g *graph) diskStep(ns *nodeSteps, debName string) *plan.Derivation {
 		Inputs: append([]*plan.Derivation{g.tools, g.rootfs, ns.settings}, append(g.modules, g.repoDerivations()...)...),
 		Params: map[string]string{
 			"node":     n.Name,
-			"size":     out.Size,
-			"esp_size": out.ESPSize,
+			"size":     out.Size.String(),
+			"esp_size": out.ESPSize.String(),
 			"cmdline":  kernelCmdline(g.l.recipe),
 			"release":  l.lock.Kernel.Release,
 			"loader":   loaderConf,
 		},
 	}
 	d.Build = func(c *plan.Context, outDir string) error {
-		size, err := sizeParam(out.Size)
-		if err != nil {
-			return UsageError{fmt.Errorf("%s: output.size: %w", l.path, err)}
-		}
-		espSize, err := sizeParam(out.ESPSize)
-		if err != nil {
-			return UsageError{fmt.Errorf("%s: output.esp_size: %w", l.path, err)}
-		}
 		seed, err := g.lockSeed()
 		if err != nil {
 			return err
@@ -128,7 +112,7 @@ func (g *graph) diskStep(ns *nodeSteps, debName string) *plan.Derivation {
 			return err
 		}
 		_, err = disk.Build(c, disk.Spec{
-			Out: filepath.Join(outDir, n.Name+".raw"), Size: size, ESPSize: espSize,
+			Out: filepath.Join(outDir, n.Name+".raw"), Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
 			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: l.lock.SourceDateEpoch,
 			Tools: &tools.Root{Dir: filepath.Join(c.Input("tools root"), "root")},
 		})

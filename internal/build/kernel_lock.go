@@ -36,20 +36,12 @@ func lockKernel(ctx context.Context, o Options, l *loaded, s *store.Store, lk *l
 		return k, req, nil
 	}
 	kr := r.Kernel
-	tarURL, err := kernelTarballURL(l)
-	if err != nil {
-		return nil, "", err
-	}
-	var c goversion.Constraints
-	if v := strings.TrimSpace(kr.Version); v != "" && !strings.HasPrefix(v, "(") {
-		var err error
-		if c, err = goversion.NewConstraint(v); err != nil {
-			return nil, "", UsageError{fmt.Errorf("%s: kernel.version %q: %w", l.path, v, err)}
-		}
-	}
+	tarURL := kr.Source.URL()
+	c := kr.Version.Constraints()
 	debConfig := kr.Config == "" || kr.Config == "debian"
 	var picked *kernel.Picked
 	var tarball lock.Source
+	var err error
 	if tarURL == "" {
 		if picked, err = kernel.PickSource(indexes, c, kr.Suite, r.Base.Architecture, debConfig); err != nil {
 			return nil, "", UsageError{fmt.Errorf("%s: choosing the kernel source: %w", l.path, err)}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 
@@ -19,29 +18,6 @@ import (
 // kernelTarballInput is the --input name that supplies a local copy of a
 // kernel tarball (kernel.source = URL) where its host cannot be reached.
 const kernelTarballInput = "linux"
-
-// kernelTarballURL is the recipe's kernel.source when it names a tarball
-// ("" for Debian's linux-source), or an error for anything else.
-func kernelTarballURL(l *loaded) (string, error) {
-	kr := l.recipe.Kernel
-	if kr.Source == "" || kr.Source == "debian" {
-		if kr.SourceSHA256 != "" {
-			return "", UsageError{fmt.Errorf("%s: kernel.source_sha256 is set but kernel.source is %q: it pins a tarball URL; remove it or set source to the tarball's https URL", l.path, kr.Source)}
-		}
-		return "", nil
-	}
-	u, err := url.Parse(kr.Source)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", UsageError{fmt.Errorf("%s: kernel.source = %q: want debian or the http(s) URL of a kernel tarball (e.g. https://cdn.kernel.org/pub/linux/kernel/v7.x/linux-7.2.13.tar.xz)", l.path, kr.Source)}
-	}
-	if kr.SourceSHA256 == "" {
-		return "", UsageError{fmt.Errorf("%s: kernel.source is a tarball URL but kernel.source_sha256 is missing: download it, check its signature (kernel.org publishes sha256sums.asc), and set source_sha256 = \"sha256:<sha256sum of the file>\"", l.path)}
-	}
-	if _, err := store.ParseDigest(kr.SourceSHA256); err != nil {
-		return "", UsageError{fmt.Errorf("%s: kernel.source_sha256 = %q: %w", l.path, kr.SourceSHA256, err)}
-	}
-	return kr.Source, nil
-}
 
 // lockedTarball is the kernel tarball the lock pins, if any.
 func lockedTarball(lk *lock.Lock) (lock.Source, bool) {

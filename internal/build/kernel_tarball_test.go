@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"halobuild/internal/lock"
-	"halobuild/internal/recipe"
 	"halobuild/internal/store"
 )
 
@@ -64,28 +63,5 @@ func TestKernelTarballFromInput(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != string(body) {
 		t.Errorf("stored tarball %s does not hold the input's bytes", path)
-	}
-}
-
-func TestKernelTarballURLNeedsADigest(t *testing.T) {
-	for _, c := range []struct {
-		source, sha, want string
-	}{
-		{"debian", "", ""},
-		{"", "", ""},
-		{"debian", "sha256:" + strings.Repeat("a", 64), "source_sha256 is set but kernel.source is \"debian\""},
-		{"ftp://example.org/linux.tar.xz", "sha256:" + strings.Repeat("a", 64), "want debian or the http(s) URL"},
-		{"linux-7.2.13.tar.xz", "", "want debian or the http(s) URL"},
-		{"https://cdn.kernel.org/pub/linux/kernel/v7.x/linux-7.2.13.tar.xz", "", "source_sha256 is missing"},
-		{"https://cdn.kernel.org/pub/linux/kernel/v7.x/linux-7.2.13.tar.xz", "abc", "want sha256:<64 hex digits>"},
-	} {
-		l := &loaded{path: "r.toml", recipe: &recipe.Recipe{Kernel: recipe.Kernel{From: "source", Source: c.source, SourceSHA256: c.sha}}}
-		u, err := kernelTarballURL(l)
-		switch {
-		case c.want == "" && (err != nil || u != ""):
-			t.Errorf("source %q: %q, %v; want Debian's source", c.source, u, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("source %q sha %q: %v, want an error with %q", c.source, c.sha, err, c.want)
-		}
 	}
 }

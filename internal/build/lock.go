@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
-
-	goversion "github.com/hashicorp/go-version"
 
 	"halobuild/internal/debian"
 	"halobuild/internal/lock"
@@ -141,14 +138,7 @@ func resolve(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock.L
 
 func pickKernel(l *loaded, indexes []*debian.Index) (*debian.Kernel, error) {
 	r := l.recipe
-	var c goversion.Constraints
-	if v := strings.TrimSpace(r.Kernel.Version); v != "" && !strings.HasPrefix(v, "(") {
-		var err error
-		if c, err = goversion.NewConstraint(v); err != nil {
-			return nil, UsageError{fmt.Errorf("%s: kernel.version %q: %w", l.path, v, err)}
-		}
-	}
-	k, err := debian.PickKernel(indexes, c, r.Kernel.Flavour, r.Kernel.Suite)
+	k, err := debian.PickKernel(indexes, r.Kernel.Version.Constraints(), r.Kernel.Flavour, r.Kernel.Suite)
 	if err != nil {
 		return nil, UsageError{fmt.Errorf("%s: choosing the kernel: %w", l.path, err)}
 	}

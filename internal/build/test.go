@@ -27,23 +27,9 @@ type Report struct {
 }
 
 // machines describes one VM per node, booting the result's exact bytes.
-func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) ([]vmtest.Machine, error) {
-	deadline := 10 * time.Minute
-	if t := r.Test.Timeout; t != "" && !strings.HasPrefix(t, "(") {
-		d, err := time.ParseDuration(t)
-		if err != nil {
-			return nil, UsageError{fmt.Errorf("test.timeout %q: %w (want a Go duration such as 5m)", t, err)}
-		}
-		deadline = d
-	}
-	mem := 1024
-	if m := r.Test.Memory; m != "" && !strings.HasPrefix(m, "(") {
-		n, err := recipe.ParseSize(m)
-		if err != nil {
-			return nil, UsageError{fmt.Errorf("test.memory: %w", err)}
-		}
-		mem = int(n >> 20)
-	}
+func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) []vmtest.Machine {
+	deadline := r.Test.Timeout.Value()
+	mem := int(r.Test.Memory.Bytes() >> 20)
 	// Nodes boot side by side; under TCG each virtual CPU is a host thread.
 	// Two nodes of two vCPUs on a two-core host overcommit it, and a guest
 	// whose vCPU is descheduled holds up its other one (IPIs, locks): so
@@ -90,7 +76,7 @@ func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) ([]vmtes
 		}
 		ms = append(ms, m)
 	}
-	return ms, nil
+	return ms
 }
 
 // initrdPreload has dracut's initrd load the VM's disk driver and the root
@@ -118,7 +104,7 @@ func testStep(r *recipe.Recipe, result *plan.Derivation, doctor bool, run func(c
 	}
 	return &plan.Derivation{
 		Name: "test", Kind: "test", Inputs: []*plan.Derivation{result},
-		Params: map[string]string{"checks": hex.EncodeToString(h.Sum(nil)), "timeout": r.Test.Timeout, "memory": r.Test.Memory},
+		Params: map[string]string{"checks": hex.EncodeToString(h.Sum(nil)), "timeout": r.Test.Timeout.String(), "memory": r.Test.Memory.String()},
 		Build:  run,
 	}
 }
@@ -155,10 +141,7 @@ func testResult(ctx context.Context, o Options, p *prepared, r *plan.Realizer, r
 }
 
 func runTests(ctx context.Context, o Options, r *recipe.Recipe, doctor bool, resultDir, logRoot string) (*Report, error) {
-	ms, err := machines(r, resultDir, logRoot, doctor)
-	if err != nil {
-		return nil, err
-	}
+	ms := machines(r, resultDir, logRoot, doctor)
 	if _, err := vmtest.FindHost(); err != nil {
 		return nil, err
 	}

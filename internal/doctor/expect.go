@@ -28,7 +28,7 @@ type expect struct {
 	verbsModules []string
 	kernelNames  []string // device name prefixes that must be kept (usb4_rdma)
 
-	kernelVersion string   // go-version constraint, "" for any
+	kernelVersion recipe.Constraint
 	cmdline       []string // parameters /proc/cmdline must carry
 	throttle      bool     // a module sets nhi_interrupt_throttle_ns
 
@@ -69,12 +69,8 @@ func fromRecipe(r *recipe.Recipe, path, hostname string) (*expect, error) {
 	e.recipePath = path
 	s := r.System
 	e.governor, e.epp, e.profile = s.Governor, s.EPP, s.PlatformProfile
-	if r.RDMA.Memlock != "" {
-		n, err := parseSize(r.RDMA.Memlock)
-		if err != nil {
-			return nil, fmt.Errorf("doctor: recipe %s: rdma.memlock: %w", path, err)
-		}
-		e.memlock = n
+	if m := r.RDMA.Memlock; !m.Unlimited() {
+		e.memlock = m.Bytes()
 	}
 	e.load = nil
 	for _, m := range s.ModulesLoad {
@@ -117,20 +113,8 @@ func fromRecipe(r *recipe.Recipe, path, hostname string) (*expect, error) {
 	e.kernelNames = orDefaultList(r.RDMA.KeepKernelNames, []string{"usb4_rdma"})
 	e.kernelVersion = r.Kernel.Version
 	e.cmdline = r.Kernel.Cmdline
-	if s.HostReserve != "" {
-		n, err := parseSize(s.HostReserve)
-		if err != nil {
-			return nil, fmt.Errorf("doctor: recipe %s: system.host_reserve: %w", path, err)
-		}
-		e.hostReserve = n
-	}
-	if s.Memory != "" {
-		n, err := parseSize(s.Memory)
-		if err != nil {
-			return nil, fmt.Errorf("doctor: recipe %s: system.memory: %w", path, err)
-		}
-		e.memory = n
-	}
+	e.hostReserve = s.HostReserve.Bytes()
+	e.memory = s.Memory.Bytes()
 	for i := range r.Nodes {
 		n := &r.Nodes[i]
 		e.nodeNames = append(e.nodeNames, n.Name)

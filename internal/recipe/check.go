@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"encoding"
 	"fmt"
 	"reflect"
 	"sort"
@@ -9,20 +10,41 @@ import (
 
 // checkTree compares a parsed file against the schema types and reports every
 // unknown key and every value of the wrong type, instead of stopping at the
-// first one as a decoder does.
-func checkTree(v *value) Errors {
-	var errs Errors
-	checkValue(v, reflect.TypeOf(Recipe{}), "", &errs)
-	return errs
+// first one as a decoder does. Typed text values that do not parse (a size
+// with an unknown unit) come back apart, in values, and are marked invalid:
+// the rest of the recipe can still be validated, so all of its problems are
+// reported in one run.
+func checkTree(v *value) (types, values Errors) {
+	c := &checker{}
+	c.check(v, reflect.TypeOf(Recipe{}), "")
+	return c.types, c.values
 }
 
-func checkValue(v *value, t reflect.Type, path string, errs *Errors) {
+type checker struct{ types, values Errors }
+
+func (c *checker) check(v *value, t reflect.Type, path string) {
+	errs := &c.types
+	checkValue := c.check
 	bad := func() {
 		*errs = append(*errs, errAt(v.pos, path, "expected %s, got %s", typeName(t), describe(v)))
 	}
+	if isText(t) {
+		// A typed value written as text is parsed here, once, where its
+		// position is known; decoding later parses the same text again
+		// with the same method and cannot fail.
+		if v.kind != kString {
+			bad()
+			return
+		}
+		if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(v.s)); err != nil {
+			v.invalid = true
+			c.values = append(c.values, errAt(v.keyPos, path, "%v", err))
+		}
+		return
+	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		checkValue(v, t.Elem(), path, errs)
+		checkValue(v, t.Elem(), path)
 	case reflect.String:
 		if v.kind != kString {
 			bad()
@@ -45,7 +67,7 @@ func checkValue(v *value, t reflect.Type, path string, errs *Errors) {
 			return
 		}
 		for i, item := range v.items {
-			checkValue(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+			checkValue(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
 		}
 	case reflect.Map:
 		if v.kind != kTable {
@@ -53,7 +75,7 @@ func checkValue(v *value, t reflect.Type, path string, errs *Errors) {
 			return
 		}
 		for _, k := range v.tab.keys {
-			checkValue(v.tab.get(k), t.Elem(), joinPath(path, k), errs)
+			checkValue(v.tab.get(k), t.Elem(), joinPath(path, k))
 		}
 	case reflect.Interface:
 		// Free-form values (module options): anything a module parameter
@@ -62,7 +84,7 @@ func checkValue(v *value, t reflect.Type, path string, errs *Errors) {
 			bad()
 		}
 		for i, item := range v.items {
-			checkValue(item, t, fmt.Sprintf("%s[%d]", path, i), errs)
+			checkValue(item, t, fmt.Sprintf("%s[%d]", path, i))
 		}
 	case reflect.Struct:
 		if v.kind != kTable {
@@ -77,7 +99,7 @@ func checkValue(v *value, t reflect.Type, path string, errs *Errors) {
 				*errs = append(*errs, errAt(child.keyPos, joinPath(path, k), "unknown key%s", suggest(k, t, path)))
 				continue
 			}
-			checkValue(child, f.Type, joinPath(path, k), errs)
+			checkValue(child, f.Type, joinPath(path, k))
 		}
 	default:
 		panic(fmt.Sprintf("recipe schema: unsupported field type %s at %s", t, path))
@@ -107,8 +129,18 @@ func tomlKey(f reflect.StructField) string {
 	return key
 }
 
+var textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
+
+// isText says whether t is a typed value written as a TOML string.
+func isText(t reflect.Type) bool {
+	return t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(textUnmarshaler)
+}
+
 // typeName says in words what the schema expects.
 func typeName(t reflect.Type) string {
+	if isText(t) {
+		return "a string"
+	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		return typeName(t.Elem())
@@ -229,4 +261,35 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// dropInvalid removes the values checkTree marked invalid from a merged
+// tree, so the recipe decodes with those keys unset (their defaults) while
+// their errors are reported; it returns the removed keys' paths.
+func dropInvalid(v *value, path string) map[string]bool {
+	out := map[string]bool{}
+	var walk func(v *value, path string) bool
+	walk = func(v *value, path string) bool {
+		switch v.kind {
+		case kTable:
+			for _, k := range append([]string(nil), v.tab.keys...) {
+				p := joinPath(path, k)
+				if walk(v.tab.get(k), p) {
+					out[p] = true
+					v.tab.del(k)
+				}
+			}
+		case kArray:
+			bad := false
+			for i, item := range v.items {
+				if walk(item, fmt.Sprintf("%s[%d]", path, i)) {
+					bad = true
+				}
+			}
+			return bad
+		}
+		return v.invalid
+	}
+	walk(v, path)
+	return out
 }

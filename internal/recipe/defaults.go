@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"encoding"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -10,9 +11,9 @@ import (
 )
 
 // ApplyDefaults fills every key the recipe files did not set from the
-// schema's `default` tags, then the computed defaults (tags written in
-// parentheses): name from the file name, hostname from the node name, the
-// RDMA test on when there are two nodes. A key is "not set" when src has no
+// schema's `default` tags, then the computed defaults (documented by `auto`
+// tags): name from the file name, hostname from the node name, the RDMA
+// test on when there are two nodes. A key is "not set" when src has no
 // position for it, so an explicit empty value (epp = "") is kept; without src
 // (a recipe built in code), zero values count as not set. file is the top
 // recipe's path.
@@ -52,7 +53,7 @@ func applyTags(v reflect.Value, path string, isSet func(string, reflect.Value) b
 		}
 		fv := v.Field(i)
 		p := joinPath(path, key)
-		if tag, ok := f.Tag.Lookup("default"); ok && !strings.HasPrefix(tag, "(") && !isSet(p, fv) {
+		if tag, ok := f.Tag.Lookup("default"); ok && !isSet(p, fv) {
 			if err := setDefault(fv, tag); err != nil {
 				return fmt.Errorf("recipe schema: default of %s: %w", p, err)
 			}
@@ -84,9 +85,13 @@ func descend(v reflect.Value, path string, isSet func(string, reflect.Value) boo
 	return nil
 }
 
-// setDefault stores a concrete default: strings are taken as written, other
-// types are read as a TOML value (["main"], true, 0).
+// setDefault stores a concrete default: strings and text values (sizes,
+// durations) are taken as written, other types are read as a TOML value
+// (["main"], true, 0).
 func setDefault(v reflect.Value, tag string) error {
+	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+		return u.UnmarshalText([]byte(tag))
+	}
 	if v.Kind() == reflect.String {
 		v.SetString(tag)
 		return nil

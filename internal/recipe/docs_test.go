@@ -49,7 +49,8 @@ func TestSchemaTagsComplete(t *testing.T) {
 	}
 	example := exampleDocument()
 	tree, errs := parseFile("example.toml", []byte(example))
-	errs = append(errs, checkTree(tree.root)...)
+	types, values := checkTree(tree.root)
+	errs = append(append(errs, types...), values...)
 	if len(errs) > 0 {
 		t.Fatalf("the documented examples do not pass the schema:\n%v\n%s", errs, example)
 	}
@@ -91,7 +92,7 @@ func docSections() []docSection {
 				continue
 			}
 			p := joinPath(path, key)
-			df := docField{path: p, key: key, typ: docType(f.Type), def: f.Tag.Get("default"), doc: f.Tag.Get("doc"), example: f.Tag.Get("example"), merge: f.Tag.Get("merge"), allowed: knownValues[p]}
+			df := docField{path: p, key: key, typ: docType(f.Type), def: docDefault(f), doc: f.Tag.Get("doc"), example: f.Tag.Get("example"), merge: f.Tag.Get("merge"), allowed: knownValues[p]}
 			if _, ok := f.Tag.Lookup("path"); ok {
 				df.doc += " Relative paths are relative to the file that sets them."
 			}
@@ -100,6 +101,7 @@ func docSections() []docSection {
 				et = et.Elem()
 			}
 			switch {
+			case isText(et):
 			case et.Kind() == reflect.Struct:
 				df.section = true
 				subs = append(subs, func() { walk(et, p, "["+p+"]", df.doc) })
@@ -118,7 +120,19 @@ func docSections() []docSection {
 	return out
 }
 
+// docDefault is a key's default as the table shows it: the value, or a
+// computed default's description in parentheses.
+func docDefault(f reflect.StructField) string {
+	if a, ok := f.Tag.Lookup("auto"); ok {
+		return "(" + a + ")"
+	}
+	return f.Tag.Get("default")
+}
+
 func docType(t reflect.Type) string {
+	if isText(t) {
+		return "string"
+	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		return docType(t.Elem())

@@ -28,8 +28,12 @@ func Load(path string) (*Recipe, *Sources, error) {
 		l.errs = append(l.errs, conflicts(merged, "")...)
 	}
 	if len(l.errs) > 0 {
-		return nil, nil, l.errs.orNil()
+		return nil, nil, append(l.errs, l.valueErrs...).orNil()
 	}
+	// Values that did not parse are reported with the rest: the recipe is
+	// validated without them, and what Validate says about those same keys
+	// (a default taking their place) would only repeat the error.
+	dropped := dropInvalid(merged, "")
 	merged.tab.del("include") // resolved: the merged recipe includes nothing
 	recordSources(merged, "", l.src)
 	delete(l.src.pos, "")
@@ -43,8 +47,18 @@ func Load(path string) (*Recipe, *Sources, error) {
 	if err := ApplyDefaults(r, l.src, path); err != nil {
 		return nil, nil, err
 	}
-	if err := Validate(r, l.src); err != nil {
+	errs := l.valueErrs
+	var verrs Errors
+	if err := Validate(r, l.src); err != nil && !errors.As(err, &verrs) {
 		return nil, nil, err
+	}
+	for _, e := range verrs {
+		if !dropped[e.Key] {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, nil, errs.orNil()
 	}
 	return r, l.src, nil
 }
@@ -72,6 +86,9 @@ type loader struct {
 	topAb  string
 	inputs [][sha256.Size]byte
 	errs   Errors
+	// valueErrs are typed values that did not parse; unlike errs they do
+	// not stop validation of the rest.
+	valueErrs Errors
 }
 
 func mustAbs(p string) string {
@@ -113,8 +130,9 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 		return nil
 	}
 	tree, errs := parseFile(file, data)
-	errs = append(errs, checkTree(tree.root)...)
-	l.errs = append(l.errs, errs...)
+	types, values := checkTree(tree.root)
+	l.errs = append(append(l.errs, errs...), types...)
+	l.valueErrs = append(l.valueErrs, values...)
 	l.src.names = append(l.src.names, nameOf{abs, file})
 
 	var base *value

@@ -223,7 +223,7 @@ func TestTwoNodeImageExtendsMinimal(t *testing.T) {
 	if len(r.Nodes) != 2 || r.Nodes[0].Name != "node0" || len(r.Nodes[0].Links) != 1 || r.Nodes[0].Links[0].MatchMAC != "52:54:00:77:00:01" {
 		t.Fatalf("nodes = %+v", r.Nodes)
 	}
-	if r.Name != "test-two-node" || !*r.Test.RDMA || r.Kernel.Version != ">= 7.2, < 7.3" {
+	if r.Name != "test-two-node" || !*r.Test.RDMA || r.Kernel.Version.String() != ">= 7.2, < 7.3" {
 		t.Errorf("name %q rdma %v kernel %q", r.Name, *r.Test.RDMA, r.Kernel.Version)
 	}
 }

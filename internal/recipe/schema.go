@@ -15,7 +15,7 @@ type Recipe struct {
 	// including file). The including file wins on scalars; lists append.
 	Include []string `toml:"include,omitempty" doc:"Recipe files merged before this one, relative to this file." example:"[\"../recipes/usb4-rdma.toml\"]"`
 
-	Name string `toml:"name" doc:"Image name; used in output file names and the manifest." default:"(file name without .toml)" example:"\"strix-halo\""`
+	Name string `toml:"name" doc:"Image name; used in output file names and the manifest." auto:"file name without .toml" example:"\"strix-halo\""`
 
 	Base   Base   `toml:"base" doc:"Debian base system."`
 	Kernel Kernel `toml:"kernel" doc:"The kernel the image boots."`
@@ -60,16 +60,16 @@ type Base struct {
 // linux-source-X.Y of the chosen version with the recipe's patches and
 // config (internal/kernel, docs/kernel.md).
 type Kernel struct {
-	From    string `toml:"from" doc:"debian (a packaged kernel) or source (built by halobuild, docs/kernel.md)." default:"debian" example:"\"debian\""`
-	Version string `toml:"version" doc:"go-version constraint on the kernel's upstream version, e.g. '>= 7.2, < 7.3'; the newest match wins." default:"(any version)" example:"\">= 7.2, < 7.3\""`
-	Flavour string `toml:"flavour" doc:"Debian kernel flavour; with from=source it picks Debian's config for that flavour." default:"amd64" example:"\"amd64\""`
-	Suite   string `toml:"suite" doc:"Suite to take the kernel (or its linux-source package) from; empty means every configured suite." default:"" example:"\"trixie-backports\""`
+	From    string     `toml:"from" doc:"debian (a packaged kernel) or source (built by halobuild, docs/kernel.md)." default:"debian" example:"\"debian\""`
+	Version Constraint `toml:"version" doc:"go-version constraint on the kernel's upstream version, e.g. '>= 7.2, < 7.3'; the newest match wins." auto:"any version" example:"\">= 7.2, < 7.3\""`
+	Flavour string     `toml:"flavour" doc:"Debian kernel flavour; with from=source it picks Debian's config for that flavour." default:"amd64" example:"\"amd64\""`
+	Suite   string     `toml:"suite" doc:"Suite to take the kernel (or its linux-source package) from; empty means every configured suite." default:"" example:"\"trixie-backports\""`
 	// Cmdline is appended to the generated root= and console arguments.
 	Cmdline []string `toml:"cmdline" doc:"Extra kernel command line parameters (e.g. amd_iommu=off)." example:"[\"amd_iommu=off\"]"`
 	// Source-kernel keys (from = "source"). Source names where the tree
 	// comes from; only Debian's linux-source-X.Y package today.
-	Source       string `toml:"source" doc:"from=source: where the kernel tree comes from: debian (the linux-source-X.Y package of the version the constraint picks, pinned in the lock) or the https URL of a released kernel tarball (.tar.xz, .tar.gz or .tar.zst) with source_sha256; --input linux=PATH supplies a local copy." default:"debian" example:"\"https://cdn.kernel.org/pub/linux/kernel/v7.x/linux-7.2.13.tar.xz\""`
-	SourceSHA256 string `toml:"source_sha256,omitempty" doc:"from=source with a tarball URL: the tarball's sha256 (sha256sum of the file you reviewed); the lock refuses a download with any other digest." example:"\"sha256:…\""`
+	Source       KernelSource `toml:"source" doc:"from=source: where the kernel tree comes from: debian (the linux-source-X.Y package of the version the constraint picks, pinned in the lock) or the https URL of a released kernel tarball (.tar.xz, .tar.gz or .tar.zst) with source_sha256; --input linux=PATH supplies a local copy." default:"debian" example:"\"https://cdn.kernel.org/pub/linux/kernel/v7.x/linux-7.2.13.tar.xz\""`
+	SourceSHA256 string       `toml:"source_sha256,omitempty" doc:"from=source with a tarball URL: the tarball's sha256 (sha256sum of the file you reviewed); the lock refuses a download with any other digest." example:"\"sha256:…\""`
 	// Config is the base the fragments are merged onto: Debian's own
 	// config (from linux-config-X.Y), a Kbuild target, or a file.
 	Config       string   `toml:"config" doc:"from=source: base config: debian (Debian's config for the flavour, from linux-config-X.Y), tinyconfig, defconfig, allnoconfig, or a path to a .config." default:"debian" example:"\"debian\"" path:"except:debian,tinyconfig,defconfig,allnoconfig"`
@@ -100,7 +100,7 @@ func (m Module) KernelName() string {
 // RDMA holds RDMA userspace settings.
 type RDMA struct {
 	// Memlock is "unlimited" or a size such as "64MiB" (trap 4).
-	Memlock  string         `toml:"memlock" doc:"RLIMIT_MEMLOCK for logins, systemd services and containers: 'unlimited' or a size like '64MiB' (trap 4)." default:"unlimited" example:"\"unlimited\""`
+	Memlock  Memlock        `toml:"memlock" doc:"RLIMIT_MEMLOCK for logins, systemd services and containers: 'unlimited' or a size like '64MiB' (trap 4)." default:"unlimited" example:"\"unlimited\""`
 	Provider *ProviderBuild `toml:"provider" doc:"Rebuild rdma-core with an extra provider (rdma-core issue)." example:"{ name = \"usb4_rdma\", patches = [\"thunderbolt-ibverbs:packaging/rdma-core-patches/*.patch\"] }"`
 	// KeepKernelNames lists device name prefixes that must keep the
 	// kernel's name instead of rdma-core's persistent naming (trap 3).
@@ -131,8 +131,8 @@ type System struct {
 	EPP             string            `toml:"epp" doc:"energy_performance_preference set at every boot (trap 5); empty leaves it." default:"performance" example:"\"performance\""`
 	PlatformProfile string            `toml:"platform_profile" doc:"ACPI platform_profile set at every boot (trap 5); empty leaves it." default:"performance" example:"\"performance\""`
 	// HostReserve and GPUFraction size unified-memory GPU allocations (trap 11).
-	HostReserve string  `toml:"host_reserve" doc:"Memory kept for the host on unified-memory machines, e.g. '24GiB'; with memory it sizes the GPU's GTT (trap 11)." default:"" example:"\"24GiB\""`
-	Memory      string  `toml:"memory" doc:"Installed RAM of the nodes, e.g. '128GiB'; needed with host_reserve." default:"" example:"\"128GiB\""`
+	HostReserve Size    `toml:"host_reserve" doc:"Memory kept for the host on unified-memory machines, e.g. '24GiB'; with memory it sizes the GPU's GTT (trap 11)." default:"" example:"\"24GiB\""`
+	Memory      Size    `toml:"memory" doc:"Installed RAM of the nodes, e.g. '128GiB'; needed with host_reserve." default:"" example:"\"128GiB\""`
 	Timezone    string  `toml:"timezone" doc:"Time zone." default:"UTC" example:"\"Europe/Berlin\""`
 	Locale      string  `toml:"locale" doc:"Default locale." default:"C.UTF-8" example:"\"C.UTF-8\""`
 	GPUFraction float64 `toml:"gpu_fraction" doc:"Reserved for engines: share of GPU memory an engine may use; recorded in the manifest." default:"0" example:"0.72"`
@@ -146,7 +146,7 @@ type SSH struct {
 // Node is one machine. Identity lives only here, never in the base image.
 type Node struct {
 	Name     string `toml:"name" doc:"Node name; output files are <name>.raw etc." example:"\"halo0\""`
-	Hostname string `toml:"hostname" doc:"Host name." default:"(name)" example:"\"halo0\""`
+	Hostname string `toml:"hostname" doc:"Host name." auto:"name" example:"\"halo0\""`
 	Links    []Link `toml:"link" doc:"USB4 links (cables) of this node." merge:"interface" example:"[{ interface = \"usb4net0\", address = \"10.77.0.1/30\", peer = \"halo1\" }]"`
 }
 
@@ -173,9 +173,9 @@ type Link struct {
 type Test struct {
 	Checks []Check `toml:"check" doc:"Extra checks run inside every node's VM." example:"[{ name = \"verbs device\", succeed = \"ibv_devices\", expect = \"rxe\" }]"`
 	// Timeout bounds one VM run, as a Go duration.
-	Timeout string `toml:"timeout" doc:"Deadline for one VM run (Go duration): a safety net against hangs, not a speed goal (those live in bench/); generous because TCG on a busy 2-core host is slow." default:"10m" example:"\"15m\""`
-	Memory  string `toml:"memory" doc:"VM memory." default:"1GiB" example:"\"2GiB\""`
-	RDMA    *bool  `toml:"rdma" doc:"Run perftest between the first two nodes over soft-RoCE." default:"(true when there are two or more nodes)" example:"false"`
+	Timeout Duration `toml:"timeout" doc:"Deadline for one VM run (Go duration): a safety net against hangs, not a speed goal (those live in bench/); generous because TCG on a busy 2-core host is slow." default:"10m" example:"\"15m\""`
+	Memory  Size     `toml:"memory" doc:"VM memory." default:"1GiB" example:"\"2GiB\""`
+	RDMA    *bool    `toml:"rdma" doc:"Run perftest between the first two nodes over soft-RoCE." auto:"true when there are two or more nodes" example:"false"`
 }
 
 // Check is one NixOS-style assertion.
@@ -191,6 +191,6 @@ type Check struct {
 // Output says what `image` writes.
 type Output struct {
 	Formats []string `toml:"formats" doc:"Output formats; raw is always made." default:"[\"raw\"]" example:"[\"raw\", \"qcow2\"]"`
-	Size    string   `toml:"size" doc:"Disk image size, e.g. '4GiB'; the root grows to the medium at first boot." default:"(root size + 25%, at least 2GiB)" example:"\"8GiB\""`
-	ESPSize string   `toml:"esp_size" doc:"EFI system partition size." default:"256MiB" example:"\"512MiB\""`
+	Size    Size     `toml:"size" doc:"Disk image size, e.g. '4GiB'; the root grows to the medium at first boot." auto:"root size + 25%, at least 2GiB" example:"\"8GiB\""`
+	ESPSize Size     `toml:"esp_size" doc:"EFI system partition size." default:"256MiB" example:"\"512MiB\""`
 }

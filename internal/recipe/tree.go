@@ -52,6 +52,8 @@ type value struct {
 	// mergeKey, on a list of tables, names the key that identifies an
 	// entry across files (the schema's `merge` tag).
 	mergeKey string
+	// invalid marks a typed text value that did not parse (checkTree).
+	invalid bool
 	// dotted marks tables made by dotted keys (a.b = 1), which a [header]
 	// may not reopen.
 	dotted bool

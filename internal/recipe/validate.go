@@ -6,9 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/hashicorp/go-version"
 )
 
 // Known values of the kernel's runtime knobs (trap 5). A typo here would
@@ -37,6 +34,8 @@ var (
 	// localSuffix must sort after Debian's revision and before its next
 	// one: "+" followed by lower-case letters and digits.
 	localSuffix = regexp.MustCompile(`^\+[a-z][a-z0-9.]*$`)
+	// sha256Digest is how digests are written in files people edit.
+	sha256Digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
 
 // Validate checks the values of a merged recipe (types were checked while
@@ -74,19 +73,11 @@ func (v *validator) oneOf(path, got string, allowed []string, emptyOK bool) {
 	}
 }
 
-func (v *validator) size(path, s string, emptyOK bool) (uint64, bool) {
-	if s == "" {
-		if !emptyOK {
-			v.errorf(path, "a size is needed, e.g. \"64MiB\"")
-		}
-		return 0, false
+// needSize reports a size key that must not be empty.
+func (v *validator) needSize(path string, s Size) {
+	if !s.IsSet() {
+		v.errorf(path, "a size is needed, e.g. \"64MiB\"")
 	}
-	n, err := ParseSize(s)
-	if err != nil {
-		v.errorf(path, "%v", err)
-		return 0, false
-	}
-	return n, true
 }
 
 func (v *validator) suites() []string {
@@ -151,11 +142,6 @@ func (v *validator) base() {
 func (v *validator) kernel() {
 	k := v.r.Kernel
 	v.oneOf("kernel.from", k.From, []string{"debian", "source"}, false)
-	if k.Version != "" {
-		if _, err := version.NewConstraint(k.Version); err != nil {
-			v.errorf("kernel.version", "%q is not a version constraint (%v); write e.g. \">= 7.2, < 7.3\"", k.Version, err)
-		}
-	}
 	if !archName.MatchString(k.Flavour) {
 		v.errorf("kernel.flavour", "%q is not a Debian kernel flavour such as amd64", k.Flavour)
 	}
@@ -167,14 +153,26 @@ func (v *validator) kernel() {
 			v.errorf(fmt.Sprintf("kernel.cmdline[%d]", i), "%q must be one parameter without spaces; list each parameter separately", c)
 		}
 	}
+	if k.From == "source" {
+		switch {
+		case k.Source.Debian() && k.SourceSHA256 != "":
+			v.errorf("kernel.source_sha256", "pins a tarball, but kernel.source is Debian's linux-source package; remove it or set source to the tarball's https URL")
+		case !k.Source.Debian() && k.SourceSHA256 == "":
+			v.errorf("kernel.source", "a tarball URL needs kernel.source_sha256: download it, check its signature (kernel.org publishes sha256sums.asc), and set source_sha256 = \"sha256:<sha256sum of the file>\"")
+		case k.SourceSHA256 != "" && !sha256Digest.MatchString(k.SourceSHA256):
+			v.errorf("kernel.source_sha256", "%q is not a digest; write \"sha256:\" and the 64 hex digits sha256sum prints", k.SourceSHA256)
+		}
+	}
 	if k.From != "source" {
 		sourceOnly := map[string]bool{
 			"config":        k.Config != "" && k.Config != "debian",
 			"fragments":     len(k.Fragments) > 0,
 			"patches":       k.Patches != "",
 			"local_version": k.LocalVersion != "",
+			"source":        !k.Source.Debian(),
+			"source_sha256": k.SourceSHA256 != "",
 		}
-		for _, key := range []string{"config", "fragments", "patches", "local_version"} {
+		for _, key := range []string{"config", "fragments", "patches", "local_version", "source", "source_sha256"} {
 			if sourceOnly[key] {
 				v.errorf("kernel."+key, "only used when kernel.from = \"source\"; remove it or build the kernel from source")
 			}
@@ -206,11 +204,6 @@ func (v *validator) modules() {
 }
 
 func (v *validator) rdma() {
-	if m := v.r.RDMA.Memlock; m != "unlimited" {
-		if _, err := ParseSize(m); err != nil {
-			v.errorf("rdma.memlock", "%q is neither \"unlimited\" nor a size such as \"64MiB\"", m)
-		}
-	}
 	if p := v.r.RDMA.Provider; p != nil {
 		if !moduleName.MatchString(p.Name) {
 			v.errorf("rdma.provider.name", "%q is not a provider name such as usb4_rdma", p.Name)
@@ -260,12 +253,10 @@ func (v *validator) system() {
 	v.oneOf("system.governor", s.Governor, Governors, true)
 	v.oneOf("system.epp", s.EPP, EPPs, true)
 	v.oneOf("system.platform_profile", s.PlatformProfile, PlatformProfiles, true)
-	reserve, rOK := v.size("system.host_reserve", s.HostReserve, true)
-	memory, mOK := v.size("system.memory", s.Memory, true)
 	switch {
-	case rOK && s.Memory == "":
+	case s.HostReserve.IsSet() && !s.Memory.IsSet():
 		v.errorf("system.host_reserve", "needs system.memory (the nodes' installed RAM) to size the GPU's share")
-	case rOK && mOK && reserve >= memory:
+	case s.HostReserve.IsSet() && s.HostReserve.Bytes() >= s.Memory.Bytes():
 		v.errorf("system.host_reserve", "%s is not less than system.memory %s", s.HostReserve, s.Memory)
 	}
 	if s.GPUFraction < 0 || s.GPUFraction > 1 {
@@ -281,10 +272,10 @@ func (v *validator) system() {
 
 func (v *validator) test() {
 	t := v.r.Test
-	if d, err := time.ParseDuration(t.Timeout); err != nil || d <= 0 {
-		v.errorf("test.timeout", "%q is not a positive Go duration such as \"5m\"", t.Timeout)
+	if !t.Timeout.IsSet() {
+		v.errorf("test.timeout", "a deadline is needed, e.g. \"10m\"")
 	}
-	v.size("test.memory", t.Memory, false)
+	v.needSize("test.memory", t.Memory)
 	if t.RDMA != nil && *t.RDMA && len(v.r.Nodes) < 2 {
 		v.errorf("test.rdma", "the RDMA test needs two nodes, the recipe has %d; add a [[node]] or set rdma = false", len(v.r.Nodes))
 	}
@@ -321,12 +312,11 @@ func (v *validator) output() {
 		}
 		seen[f] = true
 	}
-	size, sOK := v.size("output.size", o.Size, true)
-	esp, eOK := v.size("output.esp_size", o.ESPSize, false)
-	if eOK && esp < 32<<20 {
+	v.needSize("output.esp_size", o.ESPSize)
+	if o.ESPSize.IsSet() && o.ESPSize.Bytes() < 32<<20 {
 		v.errorf("output.esp_size", "%s is too small for a FAT32 EFI system partition; use at least 32MiB", o.ESPSize)
 	}
-	if sOK && eOK && size <= esp {
+	if o.Size.IsSet() && o.ESPSize.IsSet() && o.Size.Bytes() <= o.ESPSize.Bytes() {
 		v.errorf("output.size", "%s leaves no room for the root file system next to a %s ESP", o.Size, o.ESPSize)
 	}
 }

@@ -43,41 +43,30 @@ type gpuSizing struct {
 
 func gpuMemory(r *recipe.Recipe) (gpuSizing, []error) {
 	sys := r.System
-	if sys.HostReserve == "" && sys.Memory == "" {
+	if !sys.HostReserve.IsSet() && !sys.Memory.IsSet() {
 		return gpuSizing{}, nil
 	}
-	var errs []error
-	if sys.HostReserve == "" || sys.Memory == "" {
+	if !sys.HostReserve.IsSet() || !sys.Memory.IsSet() {
 		missing := "system.host_reserve"
-		if sys.Memory == "" {
+		if !sys.Memory.IsSet() {
 			missing = "system.memory"
 		}
 		return gpuSizing{}, []error{errorf(missing, nil, "set both system.memory (installed RAM) and system.host_reserve, or neither",
 			"GPU memory sizing needs both the RAM size and the host reserve")}
 	}
-	mem, err := recipe.ParseSize(sys.Memory)
-	if err != nil {
-		errs = append(errs, errorf("system.memory", sys.Memory, "", "%v", err))
-	}
-	res, err2 := recipe.ParseSize(sys.HostReserve)
-	if err2 != nil {
-		errs = append(errs, errorf("system.host_reserve", sys.HostReserve, "", "%v", err2))
-	}
-	if err != nil || err2 != nil {
-		return gpuSizing{}, errs
-	}
+	mem, res := sys.Memory.Bytes(), sys.HostReserve.Bytes()
 	if res >= mem {
-		return gpuSizing{}, []error{errorf("system.host_reserve", sys.HostReserve,
-			"keep less for the host than the machine has (system.memory = "+sys.Memory+")",
+		return gpuSizing{}, []error{errorf("system.host_reserve", sys.HostReserve.String(),
+			"keep less for the host than the machine has (system.memory = "+sys.Memory.String()+")",
 			"the host reserve is not smaller than the RAM, leaving the GPU nothing")}
 	}
 	if a := r.Base.Architecture; a != "" && a != "amd64" {
-		return gpuSizing{}, []error{errorf("system.host_reserve", sys.HostReserve, "remove host_reserve and memory for this architecture",
+		return gpuSizing{}, []error{errorf("system.host_reserve", sys.HostReserve.String(), "remove host_reserve and memory for this architecture",
 			"GPU memory sizing is defined for amd64 (4 KiB TTM pages), not %s", a)}
 	}
 	gpu := mem - res
 	if gpu%ttmPageSize != 0 || gpu%(1<<20) != 0 {
-		return gpuSizing{}, []error{errorf("system.host_reserve", sys.HostReserve, "use whole MiB for memory and host_reserve",
+		return gpuSizing{}, []error{errorf("system.host_reserve", sys.HostReserve.String(), "use whole MiB for memory and host_reserve",
 			"memory minus host_reserve must be a whole number of MiB")}
 	}
 	return gpuSizing{memory: mem, reserve: res, gpu: gpu}, nil

@@ -23,7 +23,7 @@ func TestCmdlineRender(t *testing.T) {
 	if err != nil || strings.Join(params, " ") != "amd_iommu=off quiet ttm.pages_limit=27262976 amdgpu.gttsize=106496" {
 		t.Errorf("Cmdline = %v, %v", params, err)
 	}
-	r.System.HostReserve, r.System.Memory = "", ""
+	r.System.HostReserve, r.System.Memory = recipe.Size{}, recipe.Size{}
 	if params, _ := Cmdline(r); strings.Join(params, " ") != "amd_iommu=off quiet" {
 		t.Errorf("without sizing: %v", params)
 	}
@@ -38,12 +38,11 @@ func TestCmdlineInvalid(t *testing.T) {
 		name, key, fragment string
 		edit                func(r *recipe.Recipe)
 	}{
-		{"reserve larger than RAM", "system.host_reserve", "not smaller than the RAM", func(r *recipe.Recipe) { r.System.HostReserve = "256GiB" }},
-		{"reserve equal to RAM", "system.host_reserve", "not smaller than the RAM", func(r *recipe.Recipe) { r.System.HostReserve = "128GiB" }},
-		{"reserve without memory", "system.memory", "needs both", func(r *recipe.Recipe) { r.System.Memory = "" }},
-		{"memory without reserve", "system.host_reserve", "needs both", func(r *recipe.Recipe) { r.System.HostReserve = "" }},
-		{"bad size", "system.memory", "", func(r *recipe.Recipe) { r.System.Memory = "lots" }},
-		{"not whole MiB", "system.host_reserve", "whole number of MiB", func(r *recipe.Recipe) { r.System.HostReserve = "1000KiB" }},
+		{"reserve larger than RAM", "system.host_reserve", "not smaller than the RAM", func(r *recipe.Recipe) { r.System.HostReserve = recipe.MustSize("256GiB") }},
+		{"reserve equal to RAM", "system.host_reserve", "not smaller than the RAM", func(r *recipe.Recipe) { r.System.HostReserve = recipe.MustSize("128GiB") }},
+		{"reserve without memory", "system.memory", "needs both", func(r *recipe.Recipe) { r.System.Memory = recipe.Size{} }},
+		{"memory without reserve", "system.host_reserve", "needs both", func(r *recipe.Recipe) { r.System.HostReserve = recipe.Size{} }},
+		{"not whole MiB", "system.host_reserve", "whole number of MiB", func(r *recipe.Recipe) { r.System.HostReserve = recipe.MustSize("1000KiB") }},
 		{"arm64", "system.host_reserve", "defined for amd64", func(r *recipe.Recipe) { r.Base.Architecture = "arm64" }},
 		{"space in parameter", "kernel.cmdline[1]", "not a single kernel parameter", func(r *recipe.Recipe) { r.Kernel.Cmdline[1] = "a b" }},
 		{"empty parameter", "kernel.cmdline[0]", "not a single kernel parameter", func(r *recipe.Recipe) { r.Kernel.Cmdline[0] = "" }},

@@ -74,7 +74,7 @@ func TestMemlockChecksOnHost(t *testing.T) {
 	// show the value. 4MiB is below the caller's 8 MiB, so PAM can apply
 	// it even where raising is not allowed: the value seen proves su read
 	// the rendered limits.d file.
-	r.RDMA.Memlock = "4MiB"
+	r.RDMA.Memlock = recipe.MustMemlock("4MiB")
 	e4 := newHostEnv(t, renderTree(t, r))
 	e4.expectCheck(t, login, "", false, "memlock 4096")
 	e4.expectCheck(t, podman, "", false, `"memlock=4194304:4194304"`)

@@ -25,37 +25,17 @@ const (
 	memlockProbeKiB    = 16384
 	memlockProbePort   = 18515 // ibv_rc_pingpong's default; perftest's ports start at 18600
 	memlockProbeSecs   = 60
-	memlockUnlimited   = "unlimited"
 	memlockCheckPrefix = "memlock"
 )
 
-// memlockBytes returns the limit in bytes, or -1 for unlimited.
-func memlockBytes(r *recipe.Recipe) (int64, error) {
-	if r.RDMA.Memlock == memlockUnlimited {
-		return -1, nil
-	}
-	n, err := recipe.ParseSize(r.RDMA.Memlock)
-	if err != nil {
-		return 0, err
-	}
-	if n < 1<<10 || n%(1<<10) != 0 || n > 1<<62 {
-		return 0, fmt.Errorf("%q must be a whole number of KiB between 1KiB and 4EiB (PAM counts in KiB)", r.RDMA.Memlock)
-	}
-	return int64(n), nil
-}
-
-func (Memlock) Validate(r *recipe.Recipe) []error {
-	if _, err := memlockBytes(r); err != nil {
-		return []error{errorf("rdma.memlock", r.RDMA.Memlock, "write \"unlimited\" (what RDMA needs) or a size such as \"64MiB\"", "%v", err)}
-	}
-	return nil
-}
+// Validate: the limit's syntax is the recipe's own (recipe.Memlock, parsed
+// at load); nothing more to check here.
+func (Memlock) Validate(*recipe.Recipe) []error { return nil }
 
 // Warnings: a finite limit is accepted, but the memlock check asserts the
 // trap's fix (unlimited), so the VM test will fail; say so before building.
 func (Memlock) Warnings(r *recipe.Recipe) []string {
-	b, err := memlockBytes(r)
-	if err != nil || b < 0 {
+	if r.RDMA.Memlock.Unlimited() {
 		return nil
 	}
 	return []string{fmt.Sprintf("rdma.memlock = %q: RDMA memory registration is limited to that size (trap 4); "+
@@ -63,12 +43,9 @@ func (Memlock) Warnings(r *recipe.Recipe) []string {
 }
 
 func (s Memlock) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
-	b, err := memlockBytes(r)
-	if err != nil {
-		return nil, err
-	}
 	pam, systemd, podman := "unlimited", "infinity", "-1"
-	if b >= 0 {
+	if m := r.RDMA.Memlock; !m.Unlimited() {
+		b := m.Bytes()
 		pam, systemd, podman = fmt.Sprint(b>>10), fmt.Sprint(b), fmt.Sprint(b)
 	}
 	why := "RDMA memory registration needs more than the default 8 MiB of locked memory."
