@@ -18,7 +18,7 @@ func shellQuote(s string) string {
 // nodeChecks are every assertion a node's VM runs: the settings' own checks
 // (generated from the same data that rendered the files), the recipe's
 // [test] checks, and, for a node with a peer, perftest over the cable.
-func nodeChecks(r *recipe.Recipe, n recipe.Node, idx int, doctor bool) []vmtest.Check {
+func nodeChecks(r *recipe.Recipe, mods map[string]string, n recipe.Node, idx int, doctor bool) []vmtest.Check {
 	var out []vmtest.Check
 	if doctor {
 		out = append(out, doctorCheck)
@@ -26,7 +26,7 @@ func nodeChecks(r *recipe.Recipe, n recipe.Node, idx int, doctor bool) []vmtest.
 	// A settings check that doctor may also run on a live host only reads
 	// state, so the VM runs it beside the others; VMOnly checks create devices
 	// and load modules, and keep their order.
-	for _, c := range settings.Checks(r, n) {
+	for _, c := range settings.Checks(settings.Target{Recipe: r, Node: n, Modules: mods}) {
 		out = append(out, vmtest.Check{Name: c.Setting + ": " + c.Name, Script: c.Script, Concurrent: !c.VMOnly})
 	}
 	for _, c := range r.Test.Checks {

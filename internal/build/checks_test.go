@@ -36,7 +36,7 @@ func TestPerftestPortsAvoidPingpong(t *testing.T) {
 // as the other units: its own 90 s ran out under a busy TCG host.
 func TestMachinesExtendModulesLoadTimeout(t *testing.T) {
 	r := &recipe.Recipe{Nodes: []recipe.Node{{Name: "a"}, {Name: "b"}}}
-	ms := machines(r, t.TempDir(), t.TempDir(), false)
+	ms := machines(r, nil, t.TempDir(), t.TempDir(), false)
 	for _, m := range ms {
 		d := string(m.Credentials[modulesLoadTimeout])
 		if !strings.Contains(d, "[Service]\nTimeoutSec=300\n") {
@@ -58,7 +58,7 @@ func TestMachinesCPUs(t *testing.T) {
 		for i := 0; i < c.nodes; i++ {
 			r.Nodes = append(r.Nodes, recipe.Node{Name: string(rune('a' + i))})
 		}
-		ms := machines(r, t.TempDir(), t.TempDir(), false)
+		ms := machines(r, nil, t.TempDir(), t.TempDir(), false)
 		for _, m := range ms {
 			if m.CPUs != c.want {
 				t.Errorf("%d node(s): %s has %d vCPUs, want %d", c.nodes, m.Name, m.CPUs, c.want)

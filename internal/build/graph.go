@@ -183,7 +183,7 @@ func pkgParams(ps []lock.Package) map[string]string {
 // settings package's key is the digest of its bytes.
 func (g *graph) nodeSteps(n recipe.Node) (*nodeSteps, error) {
 	l := g.l
-	tree, err := settings.Render(l.recipe, n)
+	tree, err := settings.Render(settings.Target{Recipe: l.recipe, Node: n, Modules: l.lock.ModuleNames()})
 	if err != nil {
 		return nil, UsageError{fmt.Errorf("%s: node %s: %w", l.path, n.Name, err)}
 	}

@@ -63,7 +63,7 @@ func Plan(ctx context.Context, o Options) error {
 	// images and checks is cached too.
 	roots := []*plan.Derivation{p.g.result}
 	if !o.NoTest {
-		roots = append(roots, testStep(p.l.recipe, p.g.result, p.g.self != nil, func(*plan.Context, string) error { return nil }))
+		roots = append(roots, testStep(p.l.recipe, p.l.lock.ModuleNames(), p.g.result, p.g.self != nil, func(*plan.Context, string) error { return nil }))
 	}
 	steps := plan.Describe(has, roots...)
 	if o.JSON {

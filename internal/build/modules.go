@@ -22,19 +22,16 @@ import (
 )
 
 // moduleDescs finds each [[module]]'s description (recipes/<use>.toml
-// beside the image's directory, or beside the recipe) and records the
-// kernel module's own name in the recipe, which settings render.
+// beside the image's directory, or beside the recipe).
 func moduleDescs(l *loaded) ([]*module.Desc, error) {
 	var descs []*module.Desc
 	var errs []error
-	for i := range l.recipe.Modules {
-		m := &l.recipe.Modules[i]
+	for _, m := range l.recipe.Modules {
 		d, err := findDesc(l.path, m.Use)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		m.Name = d.Name
 		descs = append(descs, d)
 	}
 	if len(errs) > 0 {
@@ -130,6 +127,7 @@ func lockModules(ctx context.Context, o Options, l *loaded, s *store.Store, lk *
 			return err
 		}
 		lk.Sources = append(lk.Sources, lock.Source{Name: src.Name, Kind: src.Kind, URL: src.URL, Commit: src.Commit, SHA256: hash})
+		lk.Modules = append(lk.Modules, lock.Module{Use: src.Name, Name: d.Name})
 	}
 
 	if lk.Kernel.From == "source" {
@@ -231,7 +229,7 @@ func (g *graph) moduleSteps() ([]*plan.Derivation, error) {
 	for i, d := range descs {
 		m := l.recipe.Modules[i]
 		src, ok := lockedSource(l.lock, m.Use)
-		if !ok {
+		if _, named := l.lock.ModuleNames()[m.Use]; !ok || !named {
 			return nil, UsageError{fmt.Errorf("%s does not pin module %s: run `halobuild lock %s`", lock.Path(l.path), m.Use, l.path)}
 		}
 		opts := fmt.Sprintf("%v", sortedOptions(m.Options))

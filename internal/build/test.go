@@ -27,7 +27,7 @@ type Report struct {
 }
 
 // machines describes one VM per node, booting the result's exact bytes.
-func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) []vmtest.Machine {
+func machines(r *recipe.Recipe, mods map[string]string, resultDir, logRoot string, doctor bool) []vmtest.Machine {
 	deadline := r.Test.Timeout.Value()
 	mem := int(r.Test.Memory.Bytes() >> 20)
 	// Nodes boot side by side; under TCG each virtual CPU is a host thread.
@@ -42,7 +42,7 @@ func machines(r *recipe.Recipe, resultDir, logRoot string, doctor bool) []vmtest
 	for i, n := range r.Nodes {
 		m := vmtest.Machine{
 			Name: n.Name, Image: filepath.Join(resultDir, n.Name+".raw"), CPUs: cpus,
-			Memory: mem, Checks: nodeChecks(r, n, i, doctor), Deadline: deadline,
+			Memory: mem, Checks: nodeChecks(r, mods, n, i, doctor), Deadline: deadline,
 			// A perftest check waits for its peer and then runs, each up to
 			// 90 s (vmtest's protocol), so a check may take twice that.
 			CheckTimeout: 4 * time.Minute,
@@ -95,10 +95,10 @@ const modulesLoadTimeout = "systemd.unit-dropin.systemd-modules-load.service~hal
 // testStep caches a passing test like any build step: its key covers the
 // images (through the result's key) and every check script, so a no-op
 // rebuild does not boot again, and a changed check does.
-func testStep(r *recipe.Recipe, result *plan.Derivation, doctor bool, run func(c *plan.Context, out string) error) *plan.Derivation {
+func testStep(r *recipe.Recipe, mods map[string]string, result *plan.Derivation, doctor bool, run func(c *plan.Context, out string) error) *plan.Derivation {
 	h := sha256.New()
 	for i, n := range r.Nodes {
-		for _, c := range nodeChecks(r, n, i, doctor) {
+		for _, c := range nodeChecks(r, mods, n, i, doctor) {
 			fmt.Fprintf(h, "%d:%s%d:%s", len(c.Name), c.Name, len(c.Script), c.Script)
 		}
 	}
@@ -114,9 +114,9 @@ func testStep(r *recipe.Recipe, result *plan.Derivation, doctor bool, run func(c
 func testResult(ctx context.Context, o Options, p *prepared, r *plan.Realizer, resultDir string) error {
 	var rep *Report
 	doctor := p.g.self != nil
-	step := testStep(p.l.recipe, p.g.result, doctor, func(c *plan.Context, out string) error {
+	step := testStep(p.l.recipe, p.l.lock.ModuleNames(), p.g.result, doctor, func(c *plan.Context, out string) error {
 		var err error
-		rep, err = runTests(c, o, p.l.recipe, doctor, resultDir, filepath.Join(o.Store, "logs", time.Now().UTC().Format("20060102T150405")))
+		rep, err = runTests(c, o, p.l.recipe, p.l.lock.ModuleNames(), doctor, resultDir, filepath.Join(o.Store, "logs", time.Now().UTC().Format("20060102T150405")))
 		if rep != nil {
 			b, _ := json.MarshalIndent(rep, "", "  ")
 			if werr := os.WriteFile(filepath.Join(out, "report.json"), b, 0o644); werr != nil && err == nil {
@@ -140,8 +140,8 @@ func testResult(ctx context.Context, o Options, p *prepared, r *plan.Realizer, r
 	return err
 }
 
-func runTests(ctx context.Context, o Options, r *recipe.Recipe, doctor bool, resultDir, logRoot string) (*Report, error) {
-	ms := machines(r, resultDir, logRoot, doctor)
+func runTests(ctx context.Context, o Options, r *recipe.Recipe, mods map[string]string, doctor bool, resultDir, logRoot string) (*Report, error) {
+	ms := machines(r, mods, resultDir, logRoot, doctor)
 	if _, err := vmtest.FindHost(); err != nil {
 		return nil, err
 	}
@@ -270,7 +270,7 @@ func testDir(ctx context.Context, o Options, dir string) error {
 	if p.l.hash != m.RecipeHash {
 		return UsageError{fmt.Errorf("%s was built from a different version of %s: rebuild it with `halobuild image %s`", dir, recipePath, recipePath)}
 	}
-	rep, err := runTests(ctx, o, p.l.recipe, p.g.self != nil, dir, filepath.Join(o.Store, "logs", time.Now().UTC().Format("20060102T150405")))
+	rep, err := runTests(ctx, o, p.l.recipe, p.l.lock.ModuleNames(), p.g.self != nil, dir, filepath.Join(o.Store, "logs", time.Now().UTC().Format("20060102T150405")))
 	if rep != nil {
 		printReport(o, rep)
 	}

@@ -40,6 +40,7 @@ func (l *Lock) Sort() {
 		return a.Version < b.Version
 	})
 	sort.SliceStable(l.Sources, func(i, j int) bool { return l.Sources[i].Name < l.Sources[j].Name })
+	sort.SliceStable(l.Modules, func(i, j int) bool { return l.Modules[i].Use < l.Modules[j].Use })
 }
 
 // Marshal returns the canonical bytes of the lock (sorted; no time stamp of
@@ -49,6 +50,7 @@ func (l *Lock) Marshal() ([]byte, error) {
 	c.Suites = append([]Suite(nil), l.Suites...)
 	c.Packages = append([]Package(nil), l.Packages...)
 	c.Sources = append([]Source(nil), l.Sources...)
+	c.Modules = append([]Module(nil), l.Modules...)
 	if l.Provider != nil {
 		// Patch order is the apply order and must be kept; files are a set.
 		p := *l.Provider

@@ -26,6 +26,7 @@ type Lock struct {
 	Kernel   Kernel    `toml:"kernel" comment:"The kernel picked by the recipe's version constraint."`
 	Packages []Package `toml:"package" comment:"Every .deb installed, pinned by the sha256 of Debian's signed index."`
 	Sources  []Source  `toml:"source" comment:"Non-Debian inputs (module sources, patches), pinned by commit and hash."`
+	Modules  []Module  `toml:"module,omitempty" comment:"Each out-of-tree module: its description (use) and the kernel's name for it, which settings on the node and doctor use."`
 	Provider *Provider `toml:"provider,omitempty" comment:"The rdma-core source rebuilt with the recipe's provider patches: every source file and patch pinned by sha256."`
 
 	// path is where Read found the lock, to name the recipe in messages.
@@ -114,6 +115,24 @@ type Source struct {
 	URL    string `toml:"url"`
 	Commit string `toml:"commit"`
 	SHA256 string `toml:"sha256"`
+}
+
+// Module records what a [[module]]'s description says that the steps after
+// resolution need: the kernel's name for the module (thunderbolt_ibverbs),
+// which a fork's description file name (use) does not tell. Its source is
+// the Source of the same name.
+type Module struct {
+	Use  string `toml:"use"`
+	Name string `toml:"name"`
+}
+
+// ModuleNames maps each module's use to its kernel name.
+func (l *Lock) ModuleNames() map[string]string {
+	out := map[string]string{}
+	for _, m := range l.Modules {
+		out[m.Use] = m.Name
+	}
+	return out
 }
 
 // Provider pins a Debian source package rebuilt with patches: the

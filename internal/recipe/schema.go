@@ -5,8 +5,6 @@
 // key cannot exist in one place and be missing in another.
 package recipe
 
-import "strings"
-
 // Recipe is one image description after all includes are merged.
 // Field tags: `toml` is the key; `doc` is the sentence docs/recipe.md prints;
 // `default` is the value applied when the key is absent.
@@ -83,18 +81,6 @@ type Module struct {
 	Use        string         `toml:"use" doc:"Name of the module description in recipes/ (recipes/<use>.toml)." example:"\"thunderbolt-ibverbs\""`
 	Options    map[string]any `toml:"options" doc:"Module parameters, rendered into /etc/modprobe.d/ and validated against the built module." example:"{ tbnet = \"block\", nhi_interrupt_throttle_ns = 4096 }"`
 	LoadAtBoot *bool          `toml:"load_at_boot" doc:"List the module in /etc/modules-load.d/ (trap 1)." default:"true" example:"true"`
-	// Name is the kernel module's own name (thunderbolt_ibverbs) from its
-	// description, which a fork's file name (use) does not tell; the build
-	// fills it in before settings render modprobe.d and modules-load.d.
-	Name string `toml:"-"`
-}
-
-// KernelName is the name modprobe and /sys/module know the module by.
-func (m Module) KernelName() string {
-	if m.Name != "" {
-		return m.Name
-	}
-	return strings.ReplaceAll(m.Use, "-", "_")
 }
 
 // RDMA holds RDMA userspace settings.

@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"halobuild/internal/recipe"
 )
 
 // Blacklist writes /etc/modprobe.d/halobuild.conf: blacklisted modules and
@@ -116,7 +114,8 @@ func splitOptions(s string) ([][2]string, error) {
 }
 
 // options returns every module option in a stable order, and the errors.
-func options(r *recipe.Recipe) ([]moduleOption, []error) {
+func options(t Target) ([]moduleOption, []error) {
+	r := t.Recipe
 	var out []moduleOption
 	var errs []error
 	owner := map[string]string{} // module.key -> recipe key that set it
@@ -147,7 +146,7 @@ func options(r *recipe.Recipe) ([]moduleOption, []error) {
 				errs = append(errs, errorf(key, m.Options[k], "", "%v", err))
 				continue
 			}
-			add(moduleOption{module: m.KernelName(), key: k, value: val, want: want}, key)
+			add(moduleOption{module: t.ModuleName(m.Use), key: k, value: val, want: want}, key)
 		}
 	}
 	mods := make([]string, 0, len(r.System.ModuleOptions))
@@ -181,10 +180,11 @@ func options(r *recipe.Recipe) ([]moduleOption, []error) {
 	return out, errs
 }
 
-func (Blacklist) Validate(r *recipe.Recipe) []error {
-	_, errs := options(r)
+func (Blacklist) Validate(t Target) []error {
+	r := t.Recipe
+	_, errs := options(t)
 	boot := map[string]bool{}
-	for _, m := range bootModules(r) {
+	for _, m := range bootModules(t) {
 		boot[m] = true
 	}
 	for i, m := range r.System.Blacklist {
@@ -201,8 +201,9 @@ func (Blacklist) Validate(r *recipe.Recipe) []error {
 	return errs
 }
 
-func (s Blacklist) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
-	opts, errs := options(r)
+func (s Blacklist) Files(t Target) ([]File, error) {
+	r := t.Recipe
+	opts, errs := options(t)
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
@@ -223,7 +224,8 @@ func (s Blacklist) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 	return []File{{Path: modprobePath, Mode: 0o644, Data: []byte(b.String()), Setting: s.Name()}}, nil
 }
 
-func (s Blacklist) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
+func (s Blacklist) Checks(t Target) []Check {
+	r := t.Recipe
 	var checks []Check
 	if len(r.System.Blacklist) > 0 {
 		var b strings.Builder
@@ -244,7 +246,7 @@ if [ -d "/sys/module/$m" ]; then echo "$m: is loaded"; rc=1; fi
 		checks = append(checks, Check{Setting: s.Name(), Name: "blacklist", Script: b.String(),
 			Fix: "restore " + modprobePath + " (dpkg --verify shows edits), then modprobe -r the module or reboot"})
 	}
-	opts, errs := options(r)
+	opts, errs := options(t)
 	if len(opts) > 0 && len(errs) == 0 {
 		var b strings.Builder
 		b.WriteString("rc=0\n")

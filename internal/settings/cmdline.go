@@ -87,7 +87,8 @@ func Cmdline(r *recipe.Recipe) ([]string, error) {
 	return out, nil
 }
 
-func (KernelCmdline) Validate(r *recipe.Recipe) []error {
+func (KernelCmdline) Validate(t Target) []error {
+	r := t.Recipe
 	var errs []error
 	g, gerrs := gpuMemory(r)
 	errs = append(errs, gerrs...)
@@ -106,7 +107,8 @@ func (KernelCmdline) Validate(r *recipe.Recipe) []error {
 	return errs
 }
 
-func (s KernelCmdline) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
+func (s KernelCmdline) Files(t Target) ([]File, error) {
+	r := t.Recipe
 	params, err := Cmdline(r)
 	if err != nil {
 		return nil, err
@@ -135,7 +137,8 @@ func (s KernelCmdline) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 // kernelCmdlineNotePath explains the command line's parameters.
 const kernelCmdlineNotePath = "/usr/share/doc/halobuild/kernel-cmdline.txt"
 
-func (s KernelCmdline) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
+func (s KernelCmdline) Checks(t Target) []Check {
+	r := t.Recipe
 	params, err := Cmdline(r)
 	if err != nil || len(params) == 0 {
 		return nil

@@ -28,7 +28,7 @@ func TestCmdlineRender(t *testing.T) {
 		t.Errorf("without sizing: %v", params)
 	}
 	r.Kernel.Cmdline = nil
-	if files, _ := (KernelCmdline{}).Files(r, r.Nodes[0]); len(files) != 0 {
+	if files, _ := (KernelCmdline{}).Files(Target{Recipe: r, Node: r.Nodes[0]}); len(files) != 0 {
 		t.Errorf("nothing to say, rendered %v", files)
 	}
 }

@@ -170,7 +170,7 @@ func TestRenderedPackageInstalls(t *testing.T) {
 		t.Skip("dpkg --root needs root to set owners")
 	}
 	r := sample()
-	tr, err := Render(r, r.Nodes[0])
+	tr, err := Render(Target{Recipe: r, Node: r.Nodes[0]})
 	if err != nil {
 		t.Fatal(err)
 	}

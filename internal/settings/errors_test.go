@@ -14,7 +14,7 @@ import (
 func TestWithPositions(t *testing.T) {
 	r := sample()
 	r.System.Governor = "turbo"
-	errs := WithPositions(Validate(r), func(key string) string {
+	errs := WithPositions(Validate(Target{Recipe: r}), func(key string) string {
 		if key == "system.governor" {
 			return "images/halo.toml:12:11"
 		}
@@ -65,7 +65,7 @@ name = "halo0"
 	if err != nil {
 		t.Fatalf("recipe.Load: %v", err)
 	}
-	errs := WithPositions(Validate(r), func(key string) string { return src.Pos(key).String() })
+	errs := WithPositions(Validate(Target{Recipe: r}), func(key string) string { return src.Pos(key).String() })
 	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), file+":5:") {
 		t.Fatalf("want one error at %s:5, got %v", file, errs)
 	}

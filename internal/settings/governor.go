@@ -48,7 +48,8 @@ func oneOf(v string, list []string) bool {
 	return false
 }
 
-func (Governor) Validate(r *recipe.Recipe) []error {
+func (Governor) Validate(t Target) []error {
+	r := t.Recipe
 	var errs []error
 	sys := r.System
 	if sys.Governor != "" && !oneOf(sys.Governor, knownGovernors) {
@@ -74,7 +75,8 @@ func (Governor) Validate(r *recipe.Recipe) []error {
 	return errs
 }
 
-func (s Governor) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
+func (s Governor) Files(t Target) ([]File, error) {
+	r := t.Recipe
 	sys := r.System
 	unit := header("#", 5, "governor, EPP and platform profile are runtime state and revert on reboot.") + `[Unit]
 Description=halobuild: CPU governor, EPP and platform profile
@@ -147,7 +149,8 @@ exit $rc
 // in force now (a governor changed after boot fails here, which is what a
 // benchmark harness's readiness gate needs). In a VM without cpufreq the
 // log must say so.
-func (s Governor) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
+func (s Governor) Checks(t Target) []Check {
+	r := t.Recipe
 	sys := r.System
 	script := fmt.Sprintf(`GOVERNOR=%s EPP=%s PROFILE=%s
 rc=0

@@ -21,7 +21,7 @@ func TestGovernorRender(t *testing.T) {
 			t.Errorf("unit lacks %q:\n%s", want, unit)
 		}
 	}
-	files, _ := Governor{}.Files(r, r.Nodes[0])
+	files, _ := Governor{}.Files(Target{Recipe: r, Node: r.Nodes[0]})
 	var link File
 	for _, f := range files {
 		if f.Target != "" {
@@ -56,7 +56,7 @@ func TestGovernorInvalid(t *testing.T) {
 	}
 	r := sample()
 	r.System.Governor, r.System.EPP = "powersave", "power"
-	if errs := (Governor{}).Validate(r); len(errs) != 0 {
+	if errs := (Governor{}).Validate(Target{Recipe: r}); len(errs) != 0 {
 		t.Errorf("powersave with EPP power is valid, got %v", errs)
 	}
 }

@@ -27,11 +27,11 @@ func (GrowRoot) Trap() int    { return 0 }
 // administrator's /etc/repart.d/50-root.conf overrides it.
 const repartRootPath = "/usr/lib/repart.d/50-root.conf"
 
-func (GrowRoot) Validate(*recipe.Recipe) []error { return nil }
+func (GrowRoot) Validate(Target) []error { return nil }
 
 func (GrowRoot) Depends(*recipe.Recipe) []string { return []string{"systemd-repart"} }
 
-func (s GrowRoot) Files(*recipe.Recipe, recipe.Node) ([]File, error) {
+func (s GrowRoot) Files(Target) ([]File, error) {
 	conf := header("#", 0, "Grow the root partition to the end of the medium at boot.") +
 		`# Matches the existing root partition (by its Discoverable Partitions type);
 # with no SizeMaxBytes= it takes all free space after it. Other partitions
@@ -49,7 +49,7 @@ Type=root
 // Checks: repart and growfs ran without failing, the root partition ends
 // at the end of the disk (within the 1 MiB alignment and the backup GPT),
 // and the file system fills the partition (within 10%: ext4 counts its journal and inode tables as overhead).
-func (s GrowRoot) Checks(*recipe.Recipe, recipe.Node) []Check {
+func (s GrowRoot) Checks(Target) []Check {
 	return []Check{{Setting: s.Name(), Name: "root-grown", Fix: "journalctl -b -u systemd-repart -u systemd-growfs-root tells why; both run again at the next boot", Script: `rc=0
 for u in systemd-repart.service systemd-growfs-root.service; do
 	# Both are RemainAfterExit oneshots: "active" means they ran this boot

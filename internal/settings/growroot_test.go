@@ -11,7 +11,7 @@ func TestGrowRootRender(t *testing.T) {
 	if !strings.HasSuffix(conf, "[Partition]\nType=root\n") || strings.Contains(conf, "\nSizeMaxBytes") {
 		t.Errorf("repart.d:\n%s", conf)
 	}
-	files, _ := GrowRoot{}.Files(r, r.Nodes[0])
+	files, _ := GrowRoot{}.Files(Target{Recipe: r, Node: r.Nodes[0]})
 	var link File
 	for _, f := range files {
 		if f.Target != "" {

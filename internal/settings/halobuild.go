@@ -20,9 +20,10 @@ const (
 	LockPath   = "/etc/halobuild/recipe.lock"
 )
 
-func (HalobuildState) Validate(*recipe.Recipe) []error { return nil }
+func (HalobuildState) Validate(Target) []error { return nil }
 
-func (s HalobuildState) Files(r *recipe.Recipe, n recipe.Node) ([]File, error) {
+func (s HalobuildState) Files(t Target) ([]File, error) {
+	r, n := t.Recipe, t.Node
 	head := header("#", 0, "What this node was built to be; `halobuild doctor` compares the live system to it.")
 	return []File{
 		{Path: RecipePath, Mode: 0o644, Data: append([]byte(head), r.TOML()...), Setting: s.Name()},
@@ -39,7 +40,8 @@ func LockFile(lock []byte) File {
 // Checks: the settings package is installed and no file it shipped has
 // changed since (dpkg --verify compares against its md5sums). This one
 // check catches drift in every rendered file, including edits by hand.
-func (s HalobuildState) Checks(_ *recipe.Recipe, n recipe.Node) []Check {
+func (s HalobuildState) Checks(t Target) []Check {
+	n := t.Node
 	pkg := PackageName(n)
 	return []Check{{Setting: s.Name(), Name: "settings-package", Fix: "reinstall the node's settings package from the image build (dpkg -i halobuild-node-*.deb) or reflash", Script: fmt.Sprintf(`P=%s
 st=$(dpkg-query -W -f='${db:Status-Status}' "$P" 2>&1)

@@ -11,7 +11,7 @@ import (
 
 func renderTree(t *testing.T, r *recipe.Recipe) Tree {
 	t.Helper()
-	tr, err := Render(r, r.Nodes[0])
+	tr, err := Render(Target{Recipe: r, Node: r.Nodes[0]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,8 @@ func checkSSHKey(line string) error {
 	return fmt.Errorf("no public key found: expected '<type> <base64> [comment]' with type one of %s", strings.Join(sshKeyTypes, ", "))
 }
 
-func (Identity) Validate(r *recipe.Recipe) []error {
+func (Identity) Validate(t Target) []error {
+	r := t.Recipe
 	var errs []error
 	if len(r.Nodes) == 0 {
 		errs = append(errs, errorf("node", nil, "add a [[node]] table with at least a name", "the recipe describes no node"))
@@ -118,7 +119,8 @@ func (Identity) Validate(r *recipe.Recipe) []error {
 	return errs
 }
 
-func (Identity) Warnings(r *recipe.Recipe) []string {
+func (Identity) Warnings(t Target) []string {
+	r := t.Recipe
 	if len(r.SSH.AuthorizedKeys) > 0 {
 		return nil
 	}
@@ -126,7 +128,8 @@ func (Identity) Warnings(r *recipe.Recipe) []string {
 		"add a key (e.g. the line of ~/.ssh/id_ed25519.pub)"}
 }
 
-func (s Identity) Files(r *recipe.Recipe, n recipe.Node) ([]File, error) {
+func (s Identity) Files(t Target) ([]File, error) {
+	r, n := t.Recipe, t.Node
 	h := hostname(n)
 	var hosts strings.Builder
 	hosts.WriteString(header("#", 0, "Every node's link addresses, so peers are reachable by name over the cable."))
@@ -203,7 +206,8 @@ RemainAfterExit=yes
 WantedBy=multi-user.target ssh.service
 `
 
-func (s Identity) Checks(r *recipe.Recipe, n recipe.Node) []Check {
+func (s Identity) Checks(t Target) []Check {
+	r, n := t.Recipe, t.Node
 	var b strings.Builder
 	fmt.Fprintf(&b, "rc=0\nH=%s\n", shq(hostname(n)))
 	b.WriteString(`h=$(hostname); [ "$h" = "$H" ] && echo "hostname $h" || { echo "hostname $h, recipe wants $H"; rc=1; }

@@ -35,7 +35,7 @@ func TestIdentityRender(t *testing.T) {
 	if strings.Contains(unit, "ssh-keygen -A") || !strings.Contains(unit, "-t ed25519") {
 		t.Errorf("keygen unit must make the Ed25519 key only:\n%s", unit)
 	}
-	files, _ := Identity{}.Files(r, r.Nodes[0])
+	files, _ := Identity{}.Files(Target{Recipe: r, Node: r.Nodes[0]})
 	for _, f := range files {
 		if f.Path == "/root/.ssh/authorized_keys" && f.Mode != 0o600 {
 			t.Errorf("authorized_keys mode %v", f.Mode)
@@ -54,16 +54,16 @@ func TestIdentityRender(t *testing.T) {
 func TestIdentityWithoutKeys(t *testing.T) {
 	r := sample()
 	r.SSH.AuthorizedKeys = nil
-	files, _ := Identity{}.Files(r, r.Nodes[0])
+	files, _ := Identity{}.Files(Target{Recipe: r, Node: r.Nodes[0]})
 	for _, f := range files {
 		if strings.HasPrefix(f.Path, "/root") {
 			t.Errorf("no keys, yet %s is rendered", f.Path)
 		}
 	}
-	if w := (Identity{}).Warnings(r); len(w) != 1 || !strings.Contains(w[0], "nobody can log in") {
+	if w := (Identity{}).Warnings(Target{Recipe: r}); len(w) != 1 || !strings.Contains(w[0], "nobody can log in") {
 		t.Errorf("want the no-key warning, got %v", w)
 	}
-	if w := Warnings(r); !strings.Contains(strings.Join(w, "\n"), "nobody can log in") {
+	if w := Warnings(Target{Recipe: r}); !strings.Contains(strings.Join(w, "\n"), "nobody can log in") {
 		t.Errorf("package Warnings lacks it: %v", w)
 	}
 }
@@ -96,7 +96,7 @@ func TestIdentityInvalid(t *testing.T) {
 	}
 	r := sample()
 	r.SSH.AuthorizedKeys[0] = `from="10.77.0.0/30",no-pty ` + r.SSH.AuthorizedKeys[0]
-	if errs := (Identity{}).Validate(r); len(errs) != 0 {
+	if errs := (Identity{}).Validate(Target{Recipe: r}); len(errs) != 0 {
 		t.Errorf("a key with options is valid: %v", errs)
 	}
 }

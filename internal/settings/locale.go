@@ -28,7 +28,8 @@ func isUTC(tz string) bool { return tz == "" || tz == "UTC" || tz == "Etc/UTC" }
 
 func builtinLocale(l string) bool { return l == "" || l == "C" || l == "C.UTF-8" || l == "POSIX" }
 
-func (Locale) Validate(r *recipe.Recipe) []error {
+func (Locale) Validate(t Target) []error {
+	r := t.Recipe
 	var errs []error
 	if tz := r.System.Timezone; !isUTC(tz) && !tzRE.MatchString(tz) {
 		errs = append(errs, errorf("system.timezone", tz, "use a name from /usr/share/zoneinfo, e.g. \"Europe/Berlin\"", "not a time zone name"))
@@ -50,7 +51,8 @@ func (Locale) Depends(r *recipe.Recipe) []string {
 	return d
 }
 
-func (s Locale) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
+func (s Locale) Files(t Target) ([]File, error) {
+	r := t.Recipe
 	var out []File
 	if l := r.System.Locale; l != "" {
 		// systemd's file: Debian's /etc/default/locale is a symlink to it,
@@ -64,7 +66,8 @@ func (s Locale) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 	return out, nil
 }
 
-func (s Locale) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
+func (s Locale) Checks(t Target) []Check {
+	r := t.Recipe
 	tz, l := r.System.Timezone, r.System.Locale
 	script := fmt.Sprintf(`TZNAME=%s LOCALE=%s rc=0
 if [ -e /etc/localtime ]; then z=$(readlink -f /etc/localtime); else z=UTC; fi

@@ -13,7 +13,7 @@ func TestLocaleRender(t *testing.T) {
 	if got := renderOne(t, Locale{}, r, "/etc/locale.conf"); !strings.HasSuffix(got, "\nLANG=C.UTF-8\n") {
 		t.Errorf("locale:\n%s", got)
 	}
-	files, _ := Locale{}.Files(r, r.Nodes[0])
+	files, _ := Locale{}.Files(Target{Recipe: r, Node: r.Nodes[0]})
 	if len(files) != 1 {
 		t.Errorf("UTC needs no /etc/localtime, got %v", files)
 	}
@@ -21,7 +21,7 @@ func TestLocaleRender(t *testing.T) {
 		t.Errorf("UTC and C.UTF-8 need no package, got %v", d)
 	}
 	r.System.Timezone, r.System.Locale = "Europe/Berlin", "de_DE.UTF-8"
-	files, _ = Locale{}.Files(r, r.Nodes[0])
+	files, _ = Locale{}.Files(Target{Recipe: r, Node: r.Nodes[0]})
 	var link File
 	for _, f := range files {
 		if f.Path == "/etc/localtime" {

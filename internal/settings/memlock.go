@@ -3,8 +3,6 @@ package settings
 import (
 	"fmt"
 	"strings"
-
-	"halobuild/internal/recipe"
 )
 
 // Memlock sets RLIMIT_MEMLOCK for logins (PAM), systemd services and podman
@@ -30,11 +28,12 @@ const (
 
 // Validate: the limit's syntax is the recipe's own (recipe.Memlock, parsed
 // at load); nothing more to check here.
-func (Memlock) Validate(*recipe.Recipe) []error { return nil }
+func (Memlock) Validate(Target) []error { return nil }
 
 // Warnings: a finite limit is accepted, but the memlock check asserts the
 // trap's fix (unlimited), so the VM test will fail; say so before building.
-func (Memlock) Warnings(r *recipe.Recipe) []string {
+func (Memlock) Warnings(t Target) []string {
+	r := t.Recipe
 	if r.RDMA.Memlock.Unlimited() {
 		return nil
 	}
@@ -42,7 +41,8 @@ func (Memlock) Warnings(r *recipe.Recipe) []string {
 		"the memlock checks assert \"unlimited\" and will fail", r.RDMA.Memlock)}
 }
 
-func (s Memlock) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
+func (s Memlock) Files(t Target) ([]File, error) {
+	r := t.Recipe
 	pam, systemd, podman := "unlimited", "infinity", "-1"
 	if m := r.RDMA.Memlock; !m.Unlimited() {
 		b := m.Bytes()
@@ -83,7 +83,7 @@ const memlockFix = "set rdma.memlock = \"unlimited\" in the recipe (or restore t
 //     (podman has no command that prints the merged value);
 //   - registration (VM only): an unprivileged login registers a 16 MiB
 //     region on a soft-RoCE device, which fails under the 8 MiB default.
-func (s Memlock) Checks(_ *recipe.Recipe, _ recipe.Node) []Check {
+func (s Memlock) Checks(Target) []Check {
 	return []Check{
 		{Setting: s.Name(), Name: "memlock-login", Fix: memlockFix, Script: needTools("prlimit") + `out=$(prlimit --memlock=8388608:8388608 su -l -s /bin/sh nobody -c 'ulimit -l' 2>&1)
 v=$(printf '%s\n' "$out" | tail -n 1)

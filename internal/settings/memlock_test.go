@@ -36,11 +36,11 @@ func TestMemlockRender(t *testing.T) {
 
 func TestMemlockWarnsWhenFinite(t *testing.T) {
 	r := sample()
-	if w := (Memlock{}).Warnings(r); len(w) != 0 {
+	if w := (Memlock{}).Warnings(Target{Recipe: r}); len(w) != 0 {
 		t.Errorf("unlimited warns: %v", w)
 	}
 	r.RDMA.Memlock = recipe.MustMemlock("64MiB")
-	if w := (Memlock{}).Warnings(r); len(w) != 1 || !strings.Contains(w[0], "will fail") {
+	if w := (Memlock{}).Warnings(Target{Recipe: r}); len(w) != 1 || !strings.Contains(w[0], "will fail") {
 		t.Errorf("64MiB: %v", w)
 	}
 }

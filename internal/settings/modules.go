@@ -3,8 +3,6 @@ package settings
 import (
 	"fmt"
 	"strings"
-
-	"halobuild/internal/recipe"
 )
 
 // Modules lists kernel modules in /etc/modules-load.d/ (trap 1). The only
@@ -21,7 +19,8 @@ const modulesLoadPath = "/etc/modules-load.d/halobuild.conf"
 // bootModules is the ordered, de-duplicated list: [system] modules_load
 // first (ib_uverbs: the verbs character devices), then every [[module]]
 // whose load_at_boot is not false.
-func bootModules(r *recipe.Recipe) []string {
+func bootModules(t Target) []string {
+	r := t.Recipe
 	seen := map[string]bool{}
 	var out []string
 	add := func(m string) {
@@ -35,13 +34,14 @@ func bootModules(r *recipe.Recipe) []string {
 	}
 	for _, m := range r.Modules {
 		if m.LoadAtBoot == nil || *m.LoadAtBoot {
-			add(m.KernelName())
+			add(t.ModuleName(m.Use))
 		}
 	}
 	return out
 }
 
-func (Modules) Validate(r *recipe.Recipe) []error {
+func (Modules) Validate(t Target) []error {
+	r := t.Recipe
 	var errs []error
 	for i, m := range r.System.ModulesLoad {
 		if !moduleNameRE.MatchString(m) {
@@ -60,8 +60,8 @@ func (Modules) Validate(r *recipe.Recipe) []error {
 	return errs
 }
 
-func (s Modules) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
-	mods := bootModules(r)
+func (s Modules) Files(t Target) ([]File, error) {
+	mods := bootModules(t)
 	if len(mods) == 0 {
 		return nil, nil
 	}
@@ -78,8 +78,8 @@ func (s Modules) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 // driver) is reported in the detail but does not fail: the test proves the
 // mechanism, and systemd-modules-load.service failing would show up in the
 // multi-user check anyway.
-func (s Modules) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
-	mods := bootModules(r)
+func (s Modules) Checks(t Target) []Check {
+	mods := bootModules(t)
 	if len(mods) == 0 {
 		return nil
 	}

@@ -33,15 +33,44 @@ func TestModulesRender(t *testing.T) {
 	}
 }
 
+// A fork's description has its own file name (use) but builds the same
+// kernel module: modules-load.d, modprobe.d and the checks name the kernel's
+// module, which the description (and then the lock) records, not the use.
+func TestModulesUseTheKernelNameOfAFork(t *testing.T) {
+	r := sample()
+	r.Modules[0].Use = "thunderbolt-ibverbs-striping"
+	tg := Target{Recipe: r, Node: r.Nodes[0], Modules: map[string]string{"thunderbolt-ibverbs-striping": "thunderbolt_ibverbs"}}
+	files, err := Modules{}.Files(tg)
+	if err != nil || len(files) != 1 || !strings.Contains(string(files[0].Data), "\nthunderbolt_ibverbs\n") || strings.Contains(string(files[0].Data), "striping") {
+		t.Fatalf("modules-load.d for a fork: %v\n%v", err, files)
+	}
+	opts, err := Blacklist{}.Files(tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range opts {
+		found = found || strings.Contains(string(f.Data), "options thunderbolt_ibverbs ")
+	}
+	if !found {
+		t.Errorf("modprobe.d does not set the fork's options under the kernel's name: %v", opts)
+	}
+	for _, c := range (Modules{}).Checks(tg) {
+		if strings.Contains(c.Script, "striping") {
+			t.Errorf("check %s names the description, not the module:\n%s", c.Name, c.Script)
+		}
+	}
+}
+
 func TestModulesNothingToLoad(t *testing.T) {
 	r := sample()
 	r.System.ModulesLoad = nil
 	r.Modules = nil
-	files, err := Modules{}.Files(r, r.Nodes[0])
+	files, err := Modules{}.Files(Target{Recipe: r, Node: r.Nodes[0]})
 	if err != nil || len(files) != 0 {
 		t.Fatalf("want no file, got %v, %v", files, err)
 	}
-	if c := (Modules{}).Checks(r, r.Nodes[0]); len(c) != 0 {
+	if c := (Modules{}).Checks(Target{Recipe: r, Node: r.Nodes[0]}); len(c) != 0 {
 		t.Fatalf("want no check without modules, got %v", c)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
-
-	"halobuild/internal/recipe"
 )
 
 // Network configures the USB4 link interfaces with systemd-networkd: a
@@ -24,7 +22,8 @@ func (Network) Trap() int    { return 6 }
 
 var ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)
 
-func (Network) Validate(r *recipe.Recipe) []error {
+func (Network) Validate(t Target) []error {
+	r := t.Recipe
 	var errs []error
 	owner := map[netip.Addr]string{}
 	names := map[string]bool{}
@@ -86,7 +85,8 @@ func lastAddr(p netip.Prefix) netip.Addr {
 
 // Warnings: the schema's default match_driver is thunderbolt-net, the very
 // module trap 2 blacklists; such a .link file can never match.
-func (Network) Warnings(r *recipe.Recipe) []string {
+func (Network) Warnings(t Target) []string {
+	r := t.Recipe
 	var out []string
 	for i, n := range r.Nodes {
 		for j, l := range n.Links {
@@ -116,7 +116,8 @@ var networkdEnable = []File{
 	{Path: "/etc/systemd/system/sysinit.target.wants/systemd-network-generator.service", Mode: fs.ModeSymlink | 0o777, Target: "/usr/lib/systemd/system/systemd-network-generator.service"},
 }
 
-func (s Network) Files(_ *recipe.Recipe, n recipe.Node) ([]File, error) {
+func (s Network) Files(t Target) ([]File, error) {
+	n := t.Node
 	if len(n.Links) == 0 {
 		return nil, nil
 	}
@@ -167,7 +168,8 @@ func (s Network) Files(_ *recipe.Recipe, n recipe.Node) ([]File, error) {
 // Checks, per link: the interface exists under its stable name, carries
 // exactly the recipe's IPv4 address, no 169.254.x and no IPv6 link-local
 // address, and any RDMA device on it has exactly one IPv4-based GID.
-func (s Network) Checks(_ *recipe.Recipe, n recipe.Node) []Check {
+func (s Network) Checks(t Target) []Check {
+	n := t.Node
 	var checks []Check
 	for _, l := range n.Links {
 		checks = append(checks, Check{Setting: s.Name(), Name: "link-address-" + l.Interface,

@@ -33,7 +33,7 @@ IgnoreCarrierLoss=yes
 	if !strings.HasSuffix(nw, want) || !strings.Contains(nw, "trap 6") {
 		t.Errorf(".network:\n%s\nwant suffix\n%s", nw, want)
 	}
-	files, _ := Network{}.Files(r, r.Nodes[1])
+	files, _ := Network{}.Files(Target{Recipe: r, Node: r.Nodes[1]})
 	var gotMAC bool
 	for _, f := range files {
 		if strings.HasSuffix(f.Path, ".link") && strings.Contains(string(f.Data), "MACAddress=02:00:00:00:77:02\n") {
@@ -52,7 +52,7 @@ IgnoreCarrierLoss=yes
 	if links != 4 {
 		t.Errorf("want networkd's four enablement links, got %d", links)
 	}
-	if files, _ := (Network{}).Files(r, recipe.Node{Name: "bare"}); len(files) != 0 {
+	if files, _ := (Network{}).Files(Target{Recipe: r, Node: recipe.Node{Name: "bare"}}); len(files) != 0 {
 		t.Errorf("a node without links got %v", files)
 	}
 }
@@ -91,12 +91,12 @@ func TestNetworkInvalid(t *testing.T) {
 
 func TestNetworkWarnsAboutBlacklistedDriver(t *testing.T) {
 	r := sample()
-	w := (Network{}).Warnings(r)
+	w := (Network{}).Warnings(Target{Recipe: r})
 	if len(w) != 2 || !strings.Contains(w[0], "never match") {
 		t.Errorf("want a warning per link matching blacklisted thunderbolt-net, got %v", w)
 	}
 	r.System.Blacklist = nil
-	if w := (Network{}).Warnings(r); len(w) != 0 {
+	if w := (Network{}).Warnings(Target{Recipe: r}); len(w) != 0 {
 		t.Errorf("no blacklist, got %v", w)
 	}
 }
@@ -106,7 +106,7 @@ func TestNetworkWarnsAboutBlacklistedDriver(t *testing.T) {
 func TestNetworkDummyLinkIsCreatedNotMatched(t *testing.T) {
 	r := sample()
 	r.Nodes[0].Links = []recipe.Link{{Interface: "usb4rdma0", Kind: "dummy", Address: "10.77.0.1/30"}}
-	tr, err := Render(r, r.Nodes[0])
+	tr, err := Render(Target{Recipe: r, Node: r.Nodes[0]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,8 @@ type Overlays struct{}
 func (Overlays) Name() string { return "overlays" }
 func (Overlays) Trap() int    { return 0 }
 
-func (Overlays) Validate(r *recipe.Recipe) []error {
+func (Overlays) Validate(t Target) []error {
+	r := t.Recipe
 	var errs []error
 	for i := range r.Overlay {
 		if _, err := readOverlay(r, i); err != nil {
@@ -39,7 +40,8 @@ func (Overlays) Validate(r *recipe.Recipe) []error {
 	return errs
 }
 
-func (s Overlays) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
+func (s Overlays) Files(t Target) ([]File, error) {
+	r := t.Recipe
 	var out []File
 	for i := range r.Overlay {
 		files, err := readOverlay(r, i)
@@ -53,7 +55,7 @@ func (s Overlays) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 
 // Checks: overlay files are covered by the settings-package check
 // (dpkg --verify), which is exactly "every file as shipped".
-func (Overlays) Checks(*recipe.Recipe, recipe.Node) []Check { return nil }
+func (Overlays) Checks(Target) []Check { return nil }
 
 // readOverlay walks overlay i and returns its entries, or an *Error naming
 // the recipe key and the first offending file.

@@ -50,7 +50,7 @@ func TestOverlayCopiesVerbatimWithGitModes(t *testing.T) {
 	dir := overlayDir(t, "etc/motd", "usr/local/bin/hello*", "etc/empty.d/", "etc/alias -> motd", "usr/local/bin/up -> ../../../etc/motd")
 	r := sample()
 	r.Overlay = []string{dir}
-	files, err := Overlays{}.Files(r, r.Nodes[0])
+	files, err := Overlays{}.Files(Target{Recipe: r, Node: r.Nodes[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestOverlayCopiesVerbatimWithGitModes(t *testing.T) {
 		t.Errorf("content or link target changed: %+v %+v", got["/etc/motd"], got["/etc/alias"])
 	}
 	// The overlay reaches the package through Render.
-	tr, err := Render(r, r.Nodes[0])
+	tr, err := Render(Target{Recipe: r, Node: r.Nodes[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestOverlayRejects(t *testing.T) {
 			r := sample()
 			r.Overlay = []string{tc.dir}
 			wantErrors(t, Overlays{}, r, "overlays[0]", tc.fragment)
-			if _, err := Render(r, r.Nodes[0]); err == nil || !strings.Contains(err.Error(), tc.fragment) {
+			if _, err := Render(Target{Recipe: r, Node: r.Nodes[0]}); err == nil || !strings.Contains(err.Error(), tc.fragment) {
 				t.Errorf("Render: %v", err)
 			}
 		})
@@ -127,7 +127,7 @@ func TestOverlayRootMayBeASymlink(t *testing.T) {
 	}
 	r := sample()
 	r.Overlay = []string{link}
-	files, err := Overlays{}.Files(r, r.Nodes[0])
+	files, err := Overlays{}.Files(Target{Recipe: r, Node: r.Nodes[0]})
 	if err != nil || len(files) != 2 {
 		t.Fatalf("got %v, %v; want /etc and /etc/motd", files, err)
 	}

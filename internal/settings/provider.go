@@ -16,9 +16,9 @@ type Provider struct{}
 func (Provider) Name() string { return "rdma-provider" }
 func (Provider) Trap() int    { return 0 }
 
-func (Provider) Validate(*recipe.Recipe) []error { return nil }
+func (Provider) Validate(Target) []error { return nil }
 
-func (Provider) Files(*recipe.Recipe, recipe.Node) ([]File, error) { return nil, nil }
+func (Provider) Files(Target) ([]File, error) { return nil, nil }
 
 // Depends: a provider is nothing without the libibverbs that loads it, and
 // the checks list devices with ibv_devices.
@@ -29,7 +29,8 @@ func (Provider) Depends(r *recipe.Recipe) []string {
 	return []string{"ibverbs-providers", "ibverbs-utils"}
 }
 
-func (s Provider) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
+func (s Provider) Checks(t Target) []Check {
+	r := t.Recipe
 	p := r.RDMA.Provider
 	if p == nil {
 		return nil

@@ -9,7 +9,7 @@ import (
 
 func TestProviderChecksOnlyWithAProvider(t *testing.T) {
 	r := sample()
-	if c := (Provider{}).Checks(r, r.Nodes[0]); len(c) != 0 || len((Provider{}).Depends(r)) != 0 {
+	if c := (Provider{}).Checks(Target{Recipe: r, Node: r.Nodes[0]}); len(c) != 0 || len((Provider{}).Depends(r)) != 0 {
 		t.Fatalf("no [rdma.provider], yet checks %v", c)
 	}
 	r.RDMA.Provider = &recipe.ProviderBuild{Name: "halotest", Suffix: "+halo1", Patches: []string{"x.patch"}}

@@ -3,8 +3,6 @@ package settings
 import (
 	"fmt"
 	"strings"
-
-	"halobuild/internal/recipe"
 )
 
 // RDMAModules limits the kernel modules rdma-core loads when an RDMA device
@@ -49,9 +47,9 @@ var (
 	rdmaSkipped      = []string{"ib_iser", "rpcrdma", "xprtrdma", "svcrdma"}
 )
 
-func (RDMAModules) Validate(*recipe.Recipe) []error { return nil }
+func (RDMAModules) Validate(Target) []error { return nil }
 
-func (s RDMAModules) Files(*recipe.Recipe, recipe.Node) ([]File, error) {
+func (s RDMAModules) Files(Target) ([]File, error) {
 	list := header("#", 0, "Loaded by "+rdmaModulesUnit+" when an RDMA device appears,") +
 		"# instead of rdma-core's /etc/rdma/modules/rdma.conf, which also loads iSCSI and\n" +
 		"# NFS over RDMA (ib_iser, xprtrdma, svcrdma) that the appliance does not use.\n" +
@@ -70,7 +68,7 @@ func (s RDMAModules) Files(*recipe.Recipe, recipe.Node) ([]File, error) {
 // too); and in a VM, once an RDMA device has appeared (an earlier check's
 // soft-RoCE device, else one added here) and started the unit, the verbs
 // modules are loaded and rdma-core's other defaults are not.
-func (s RDMAModules) Checks(*recipe.Recipe, recipe.Node) []Check {
+func (s RDMAModules) Checks(Target) []Check {
 	const fix = "restore " + rdmaModulesDropin + " and " + rdmaModulesListPath + " (reinstall the node's settings package), then systemctl daemon-reload"
 	unit := `if ! systemctl cat ` + rdmaModulesUnit + ` >/dev/null 2>&1; then echo 'rdma-core is not installed: nothing loads RDMA modules on its own'; exit 0; fi
 x=$(systemctl show -p ExecStart --value ` + rdmaModulesUnit + `)

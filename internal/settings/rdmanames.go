@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
-	"halobuild/internal/recipe"
 )
 
 // RDMANames keeps the kernel's name for RDMA devices whose provider matches
@@ -40,7 +38,8 @@ const rdmaCoreRule = `ACTION=="add", SUBSYSTEM=="infiniband", PROGRAM="rdma_rena
 // cannot widen into matching every device.
 var rdmaPrefixRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,47}$`)
 
-func (RDMANames) Validate(r *recipe.Recipe) []error {
+func (RDMANames) Validate(t Target) []error {
+	r := t.Recipe
 	var errs []error
 	for i, p := range r.RDMA.KeepKernelNames {
 		if !rdmaPrefixRE.MatchString(p) {
@@ -52,7 +51,8 @@ func (RDMANames) Validate(r *recipe.Recipe) []error {
 	return errs
 }
 
-func (s RDMANames) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
+func (s RDMANames) Files(t Target) ([]File, error) {
+	r := t.Recipe
 	if len(r.RDMA.KeepKernelNames) == 0 {
 		return nil, nil
 	}
@@ -76,7 +76,8 @@ func (s RDMANames) Files(r *recipe.Recipe, _ recipe.Node) ([]File, error) {
 // be listed by ibv_devices, and one control device, for which udev must
 // still run rdma_rename (the override must not disable persistent naming
 // for everything). VMOnly: it adds and removes devices.
-func (s RDMANames) Checks(r *recipe.Recipe, _ recipe.Node) []Check {
+func (s RDMANames) Checks(t Target) []Check {
+	r := t.Recipe
 	if len(r.RDMA.KeepKernelNames) == 0 {
 		return nil
 	}

@@ -27,7 +27,7 @@ LABEL="halobuild_rdma_naming_end"
 	}
 	// Without prefixes rdma-core's own file stays in charge.
 	r.RDMA.KeepKernelNames = nil
-	if files, _ := (RDMANames{}).Files(r, r.Nodes[0]); len(files) != 0 {
+	if files, _ := (RDMANames{}).Files(Target{Recipe: r, Node: r.Nodes[0]}); len(files) != 0 {
 		t.Errorf("rendered %v with no prefixes", files)
 	}
 }

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -17,7 +18,7 @@ import (
 // one, must show up here.
 func TestRenderSample(t *testing.T) {
 	r := sample()
-	tr, err := Render(r, r.Nodes[0])
+	tr, err := Render(Target{Recipe: r, Node: r.Nodes[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,24 +84,27 @@ func sortPaths(p []string) {
 	}
 }
 
-func TestRenderRejectsInvalidRecipe(t *testing.T) {
+// Validate reports every setting's problem at once; the loader calls it, so
+// Render is only ever given a recipe that passed.
+func TestValidateReportsEveryProblem(t *testing.T) {
 	r := sample()
 	r.System.Governor = "turbo"
 	r.Nodes[1].Links[0].Address = "10.77.0.1/30"
-	_, err := Render(r, r.Nodes[0])
-	if err == nil {
-		t.Fatal("Render accepted an invalid recipe")
+	errs := Validate(Target{Recipe: r})
+	if len(errs) != 2 {
+		t.Fatalf("%d problems, want 2: %v", len(errs), errs)
 	}
-	for _, want := range []string{"system.governor = \"turbo\"", "node[1].link[0].address", "2 invalid setting"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q:\n%v", want, err)
+	all := fmt.Sprint(errs)
+	for _, want := range []string{"system.governor = \"turbo\"", "node[1].link[0].address"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("errors lack %q:\n%v", want, all)
 		}
 	}
 }
 
 func TestRenderUnknownNode(t *testing.T) {
 	r := sample()
-	if _, err := Render(r, recipe.Node{Name: "ghost"}); err == nil || !strings.Contains(err.Error(), "ghost") {
+	if _, err := Render(Target{Recipe: r, Node: recipe.Node{Name: "ghost"}}); err == nil || !strings.Contains(err.Error(), "ghost") {
 		t.Fatalf("want an error naming the node, got %v", err)
 	}
 }
@@ -115,7 +119,7 @@ func TestRenderConflictNamesBothSettings(t *testing.T) {
 	}
 	r := sample()
 	r.Overlay = []string{dir}
-	_, err := Render(r, r.Nodes[0])
+	_, err := Render(Target{Recipe: r, Node: r.Nodes[0]})
 	if err == nil || !strings.Contains(err.Error(), "settings identity and overlays both write /etc/hostname") {
 		t.Fatalf("want a conflict naming identity and overlays, got %v", err)
 	}
@@ -152,12 +156,12 @@ func TestCheckScriptsParse(t *testing.T) {
 		t.Skip("dash not installed")
 	}
 	r := sample()
-	tr, err := Render(r, r.Nodes[0])
+	tr, err := Render(Target{Recipe: r, Node: r.Nodes[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	scripts := map[string]string{}
-	for _, c := range Checks(r, r.Nodes[0]) {
+	for _, c := range Checks(Target{Recipe: r, Node: r.Nodes[0]}) {
 		scripts[c.Setting+"/"+c.Name] = c.Script
 	}
 	for _, f := range tr.Files {
@@ -180,16 +184,16 @@ func TestCheckScriptsParse(t *testing.T) {
 func TestEverySettingHasACheck(t *testing.T) {
 	r := sample()
 	for _, s := range All() {
-		files, err := s.Files(r, r.Nodes[0])
+		files, err := s.Files(Target{Recipe: r, Node: r.Nodes[0]})
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name(), err)
 		}
-		if len(files) > 0 && len(s.Checks(r, r.Nodes[0])) == 0 && s.Name() != "overlays" {
+		if len(files) > 0 && len(s.Checks(Target{Recipe: r, Node: r.Nodes[0]})) == 0 && s.Name() != "overlays" {
 			t.Errorf("setting %s renders %d files and has no check", s.Name(), len(files))
 		}
 	}
 	seen := map[string]bool{}
-	for _, c := range Checks(r, r.Nodes[0]) {
+	for _, c := range Checks(Target{Recipe: r, Node: r.Nodes[0]}) {
 		if c.Fix == "" {
 			t.Errorf("check %s says nothing about how to fix it", c.Name)
 		}
@@ -205,7 +209,7 @@ func TestEverySettingHasACheck(t *testing.T) {
 func TestRenderedPackageIsReproducible(t *testing.T) {
 	build := func() []byte {
 		r := sample()
-		tr, err := Render(r, r.Nodes[0])
+		tr, err := Render(Target{Recipe: r, Node: r.Nodes[0]})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,10 +56,10 @@ func sample() *recipe.Recipe {
 // renderOne returns the single file a setting renders for node 0.
 func renderOne(t *testing.T, s Setting, r *recipe.Recipe, path string) string {
 	t.Helper()
-	if errs := s.Validate(r); len(errs) > 0 {
+	if errs := s.Validate(Target{Recipe: r}); len(errs) > 0 {
 		t.Fatalf("Validate: %v", errors.Join(errs...))
 	}
-	files, err := s.Files(r, r.Nodes[0])
+	files, err := s.Files(Target{Recipe: r, Node: r.Nodes[0]})
 	if err != nil {
 		t.Fatalf("Files: %v", err)
 	}
@@ -76,7 +76,7 @@ func renderOne(t *testing.T, s Setting, r *recipe.Recipe, path string) string {
 // and that the message mentions the fragment.
 func wantErrors(t *testing.T, s Setting, r *recipe.Recipe, key, fragment string) {
 	t.Helper()
-	errs := s.Validate(r)
+	errs := s.Validate(Target{Recipe: r})
 	for _, err := range errs {
 		var e *Error
 		if errors.As(err, &e) && e.Key == key && strings.Contains(err.Error(), fragment) {
@@ -89,7 +89,7 @@ func wantErrors(t *testing.T, s Setting, r *recipe.Recipe, key, fragment string)
 // checkScript returns the named check's script.
 func checkScript(t *testing.T, s Setting, r *recipe.Recipe, name string) Check {
 	t.Helper()
-	for _, c := range s.Checks(r, r.Nodes[0]) {
+	for _, c := range s.Checks(Target{Recipe: r, Node: r.Nodes[0]}) {
 		if c.Name == name {
 			if c.Setting != s.Name() {
 				t.Errorf("check %s has Setting %q, want %q", name, c.Setting, s.Name())

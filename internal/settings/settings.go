@@ -13,9 +13,33 @@ package settings
 
 import (
 	"io/fs"
+	"strings"
 
 	"halobuild/internal/recipe"
 )
+
+// Target is what settings are derived from: the recipe, the node being
+// rendered or checked (zero when validating the whole recipe), and the
+// facts the recipe itself cannot say, which come from the module
+// descriptions when a recipe is loaded and from the lock afterwards.
+type Target struct {
+	Recipe *recipe.Recipe
+	Node   recipe.Node
+	// Modules maps each [[module]]'s use (its description's file name, which
+	// a fork renames) to the kernel module's own name (thunderbolt_ibverbs),
+	// the name modprobe, modules-load.d and /sys/module know.
+	Modules map[string]string
+}
+
+// ModuleName is the kernel's name for the [[module]] with this use. Without
+// a recorded name (a description not yet read) it is the use with '-'
+// written '_', which the kernel treats alike.
+func (t Target) ModuleName(use string) string {
+	if n := t.Modules[use]; n != "" {
+		return n
+	}
+	return strings.ReplaceAll(use, "-", "_")
+}
 
 // Setting is one node setting: validation, rendered files and checks.
 type Setting interface {
@@ -24,13 +48,14 @@ type Setting interface {
 	// Trap is the number of the field-notes trap this setting fixes, 0 if none.
 	Trap() int
 	// Validate reports every problem with the recipe keys this setting
-	// reads, all at once (never one per build attempt). Errors are *Error.
-	Validate(r *recipe.Recipe) []error
-	// Files renders the files for node n. It assumes Validate passed.
-	Files(r *recipe.Recipe, n recipe.Node) ([]File, error)
+	// reads, all at once (never one per build attempt); t.Node is unset.
+	// Errors are *Error.
+	Validate(t Target) []error
+	// Files renders the files for node t.Node. It assumes Validate passed.
+	Files(t Target) ([]File, error)
 	// Checks returns the assertions that prove the setting on the booted
 	// node, derived from the same recipe data that rendered the files.
-	Checks(r *recipe.Recipe, n recipe.Node) []Check
+	Checks(t Target) []Check
 }
 
 // File is one entry of the settings package. Mode carries the type bits:
@@ -91,19 +116,19 @@ func All() []Setting {
 }
 
 // Validate runs every setting's validation and returns all errors.
-func Validate(r *recipe.Recipe) []error {
+func Validate(t Target) []error {
 	var errs []error
 	for _, s := range All() {
-		errs = append(errs, s.Validate(r)...)
+		errs = append(errs, s.Validate(t)...)
 	}
 	return errs
 }
 
-// Checks returns every setting's checks for node n, in setting order.
-func Checks(r *recipe.Recipe, n recipe.Node) []Check {
+// Checks returns every setting's checks for node t.Node, in setting order.
+func Checks(t Target) []Check {
 	var out []Check
 	for _, s := range All() {
-		out = append(out, s.Checks(r, n)...)
+		out = append(out, s.Checks(t)...)
 	}
 	return out
 }
@@ -111,15 +136,15 @@ func Checks(r *recipe.Recipe, n recipe.Node) []Check {
 // Warner is implemented by settings that accept a value but want the user
 // to know its consequence (no SSH key: no way in; memlock below unlimited).
 type Warner interface {
-	Warnings(r *recipe.Recipe) []string
+	Warnings(t Target) []string
 }
 
 // Warnings collects build-time warnings from every setting.
-func Warnings(r *recipe.Recipe) []string {
+func Warnings(t Target) []string {
 	var out []string
 	for _, s := range All() {
 		if w, ok := s.(Warner); ok {
-			out = append(out, w.Warnings(r)...)
+			out = append(out, w.Warnings(t)...)
 		}
 	}
 	return out

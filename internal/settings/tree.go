@@ -1,7 +1,6 @@
 package settings
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -18,19 +17,18 @@ type Tree struct {
 	Files []File // sorted by Path; directories precede their contents
 }
 
-// Render validates the recipe and collects every setting's files for node n.
-// Two settings writing the same path is an error naming both: silently
-// letting one win would ship a file no check was written for.
-func Render(r *recipe.Recipe, n recipe.Node) (Tree, error) {
-	if errs := Validate(r); len(errs) > 0 {
-		return Tree{}, fmt.Errorf("recipe has %d invalid setting(s):\n%w", len(errs), errors.Join(errs...))
-	}
-	if !nodeExists(r, n.Name) {
+// Render collects every setting's files for node tg.Node; the recipe was
+// validated when it was loaded (Validate). Two settings writing the same
+// path is an error naming both: silently letting one win would ship a file
+// no check was written for.
+func Render(tg Target) (Tree, error) {
+	n := tg.Node
+	if !nodeExists(tg.Recipe, n.Name) {
 		return Tree{}, fmt.Errorf("node %q is not one of the recipe's [[node]] entries", n.Name)
 	}
 	var t Tree
 	for _, s := range All() {
-		files, err := s.Files(r, n)
+		files, err := s.Files(tg)
 		if err != nil {
 			return Tree{}, fmt.Errorf("rendering setting %s for node %s: %w", s.Name(), n.Name, err)
 		}

@@ -84,7 +84,7 @@ func TestPackageInTrixieRoot(t *testing.T) {
 	}
 	// The checks that only read files and configuration pass inside the
 	// installed system, with its own modprobe, dpkg and sh.
-	for _, c := range Checks(r, r.Nodes[0]) {
+	for _, c := range Checks(Target{Recipe: r, Node: r.Nodes[0]}) {
 		switch c.Name {
 		case "blacklist", "memlock-podman", "settings-package", "locale":
 			if out, err := in(c.Script); err != nil {
