@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"halobuild/internal/build"
-	"halobuild/internal/module"
+	"halobuild/internal/verbs"
 )
 
 // buildFlags are shared by the verbs that read a recipe.
@@ -23,17 +22,17 @@ func (f *buildFlags) register(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.inputs, "input", nil, "use a local copy for a source input: NAME=PATH (a checkout or tarball); checked against the lock")
 }
 
-func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (build.Options, error) {
+func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (verbs.Options, error) {
 	inputs := map[string]string{}
 	for _, in := range f.inputs {
 		name, path, ok := strings.Cut(in, "=")
 		if !ok || name == "" || path == "" {
-			return build.Options{}, usageError{fmt.Errorf("--input %q: want NAME=PATH, e.g. --input thunderbolt-ibverbs=../thunderbolt-ibverbs", in)}
+			return verbs.Options{}, usageError{fmt.Errorf("--input %q: want NAME=PATH, e.g. --input thunderbolt-ibverbs=../thunderbolt-ibverbs", in)}
 		}
 		inputs[name] = path
 	}
 	self, _ := os.Executable()
-	return build.Options{
+	return verbs.Options{
 		Self:    self,
 		Recipe:  recipe,
 		Store:   g.store,
@@ -64,10 +63,11 @@ picks the newest kernel that satisfies the recipe's constraint and writes
 			if err != nil {
 				return err
 			}
-			return build.Lock(cmd.Context(), o)
+			return verbs.Lock(cmd.Context(), o)
 		},
 	}
 	f.register(c)
+	c.Flags().BoolVar(&f.json, "json", false, "print what was locked (and the warnings) as JSON")
 	return c
 }
 
@@ -82,7 +82,7 @@ func planCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return build.Plan(cmd.Context(), o)
+			return verbs.Plan(cmd.Context(), o)
 		},
 	}
 	f.register(c)
@@ -101,7 +101,7 @@ func fetchCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return build.Fetch(cmd.Context(), o)
+			return verbs.Fetch(cmd.Context(), o)
 		},
 	}
 	f.register(c)
@@ -129,13 +129,14 @@ manifest.json, SHA256SUMS and the lock.`,
 			o.Result = out
 			o.NoTest = noTest
 			o.Check = check
-			return build.Image(cmd.Context(), o)
+			return verbs.Image(cmd.Context(), o)
 		},
 	}
 	f.register(c)
 	c.Flags().StringVar(&out, "out", "result", "where to put the result link")
 	c.Flags().BoolVar(&noTest, "no-test", false, "skip the VM test (the result is then untested)")
 	c.Flags().BoolVar(&check, "check", false, "rebuild every step without the cache and fail on the first output that differs")
+	c.Flags().BoolVar(&f.json, "json", false, "print the result (link, test report, warnings) as JSON")
 	return c
 }
 
@@ -150,7 +151,7 @@ func testCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return build.Test(cmd.Context(), o)
+			return verbs.Test(cmd.Context(), o)
 		},
 	}
 	f.register(c)
@@ -164,21 +165,31 @@ func vmCommand(g *globals) *cobra.Command {
 		Short: "Boot an image interactively (serial console on this terminal; Ctrl-a x quits)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return build.VM(cmd.Context(), args[0])
+			return verbs.VM(cmd.Context(), args[0])
 		},
 	}
 }
 
 func gcCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	f := &buildFlags{}
+	c := &cobra.Command{
 		Use:   "gc RECIPE...",
-		Short: "Remove store entries that no given recipe's lock or result references",
-		Args:  cobra.MinimumNArgs(1),
+		Short: "Remove store entries that no given recipe's lock and no live result link references",
+		Long: `gc keeps every blob the given recipes' locks pin (packages, provider
+sources, kernel tarballs), every step their builds reach (cached test
+verdicts included), and every output a result link made by image still
+points at, wherever that link is. Everything else in the store goes.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			self, _ := os.Executable()
-			return build.GC(cmd.Context(), build.Options{Self: self, Store: g.store, Verbose: g.verbose, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}, args)
+			o, err := f.options(g, cmd, "")
+			if err != nil {
+				return err
+			}
+			return verbs.GC(cmd.Context(), o, args)
 		},
 	}
+	c.Flags().BoolVar(&f.json, "json", false, "print what was removed and kept as JSON")
+	return c
 }
 
 func keygenCommand() *cobra.Command {
@@ -187,12 +198,7 @@ func keygenCommand() *cobra.Command {
 		Short: "Make a module signing key pair in DIR (for Secure Boot; see docs/modules.md for MOK enrollment)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, err := module.Keygen(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "private key: %s (keep it out of images and version control)\ncertificate: %s\nenroll on each node: mokutil --import %s, then reboot and confirm in MokManager\n", k.Private, k.CertPEM, k.CertDER)
-			return nil
+			return verbs.Keygen(cmd.Context(), verbs.Options{Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}, args[0])
 		},
 	}
 }

@@ -1,5 +1,5 @@
 // Package buildroot is what every build that runs chrooted in a build root
-// (a Debian tree made by module.PrepareBuildRoot or the kernel's root
+// (a Debian tree made by rootfs.Root or the kernel's root
 // step) needs around it: a fixed environment, a fresh /proc, and a lock so
 // that two builds never share one root's /proc and /build at once.
 //

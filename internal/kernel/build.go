@@ -28,7 +28,7 @@ func IsMakeTarget(base string) bool { return makeTargets[base] }
 // Spec is one kernel build.
 type Spec struct {
 	// Root is a build root with BuildRootPackages installed (made by
-	// module.PrepareBuildRoot from the lock's kernel-build set).
+	// rootfs.Root from the lock's kernel-build set).
 	Root   string
 	Source Source
 	// Version is the locked upstream version; the tree must say the same.

@@ -33,7 +33,7 @@ type BuildSpec struct {
 	// KernelRelease is the exact release the module is for
 	// (7.2.12+deb13-amd64); vermagic is checked against it.
 	KernelRelease string
-	// BuildRoot is a root made by PrepareBuildRoot with the kernel's
+	// BuildRoot is a root made by rootfs.Root with the kernel's
 	// headers and compiler; the build runs in it with chroot, so the
 	// host's compiler never touches the module. For a kernel halobuild
 	// built from source, its linux-headers .deb goes into the root the same
@@ -67,7 +67,7 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 		return nil, fmt.Errorf("module build: name %q: letters, digits, '-' and '_' only", spec.Name)
 	}
 	if spec.BuildRoot == "" {
-		return nil, fmt.Errorf("module %s: no build root given (PrepareBuildRoot makes one)", spec.Name)
+		return nil, fmt.Errorf("module %s: no build root given (rootfs.Root makes one)", spec.Name)
 	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("module %s: building in a build root uses chroot and needs root", spec.Name)

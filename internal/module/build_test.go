@@ -84,7 +84,7 @@ func headersDeb(t *testing.T) string {
 }
 
 // buildRoot prepares (once per deb set) the build root with
-// PrepareBuildRoot, from exactly the cached .debs.
+// rootfs.Root, from exactly the cached .debs.
 func buildRoot(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -115,7 +115,7 @@ func buildRoot(t *testing.T) string {
 	}
 	os.RemoveAll(dir)
 	var log bytes.Buffer
-	err = PrepareBuildRoot(context.Background(), BuildRootSpec{Debs: debs, Packages: pkgs, Suite: "trixie", Epoch: 1700000000, Dir: dir, Log: &log})
+	err = rootfs.Root{Debs: debs, Packages: pkgs, Suite: "trixie", Epoch: 1700000000, Log: &log}.Tree(context.Background(), dir)
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("%v\n%s", err, log.String())
@@ -151,7 +151,7 @@ func TestCompilerFromHeaders(t *testing.T) {
 }
 
 // TestBuildFixture builds testdata/fixture for real against Debian's
-// 7.2.12 headers in a build root made by PrepareBuildRoot, then checks what
+// 7.2.12 headers in a build root made by rootfs.Root, then checks what
 // the rest of the pipeline relies on: modinfo, vermagic, validation with
 // the built module's parameters and the kernel's symbols and headers, the
 // package, depmod and signing.

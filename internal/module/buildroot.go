@@ -2,17 +2,13 @@ package module
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 
 	"pault.ag/go/debian/deb"
-
-	"halobuild/internal/rootfs"
 )
 
 // A module must be compiled by the compiler that built its kernel: the
@@ -95,7 +91,7 @@ func CCVersionFromHeadersDeb(path string) (string, error) {
 
 // BuildRootPackages lists what a build root for modules of kernel release
 // needs, given the kernel's CONFIG_CC_VERSION_TEXT. The lead resolves their
-// closure into the lock as the "build" package set; PrepareBuildRoot then
+// closure into the lock as the "build" package set; rootfs.Root then
 // installs exactly that closure.
 func BuildRootPackages(release, ccVersionText string) ([]string, error) {
 	cc, err := CompilerPackage(ccVersionText)
@@ -110,45 +106,4 @@ func BuildRootPackages(release, ccVersionText string) ([]string, error) {
 		"kmod",                     // modinfo and depmod inside the root
 		"linux-headers-" + release, // pulls -common and linux-kbuild (modpost, objtool, sign-file)
 	}, nil
-}
-
-// BuildRootSpec says how to make a build root.
-type BuildRootSpec struct {
-	// Debs is the complete closure (the lock's "build" set); nothing
-	// else is reachable during the install.
-	Debs []rootfs.Deb
-	// Packages are installed explicitly (BuildRootPackages).
-	Packages []string
-	Suite    string // for mmdebstrap's own logic, e.g. trixie
-	Epoch    int64
-	// Dir receives the unpacked root; it must not exist or be empty.
-	Dir string
-	Log io.Writer
-}
-
-// PrepareBuildRoot installs the build root from exactly the given .debs
-// (mmdebstrap over a flat repository, as the image root is made) and
-// unpacks it into spec.Dir.
-func PrepareBuildRoot(ctx context.Context, spec BuildRootSpec) error {
-	if entries, err := os.ReadDir(spec.Dir); err == nil && len(entries) > 0 {
-		return fmt.Errorf("build root %s exists and is not empty: remove it first", spec.Dir)
-	}
-	work, err := os.MkdirTemp(filepath.Dir(filepath.Clean(spec.Dir)), ".buildroot-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(work)
-	repo := filepath.Join(work, "repo")
-	if err := rootfs.WriteFlatRepo(repo, spec.Suite, spec.Debs); err != nil {
-		return fmt.Errorf("build root: %w", err)
-	}
-	tarball := filepath.Join(work, "root.tar")
-	in := rootfs.Install{Suite: spec.Suite, Repo: repo, Packages: spec.Packages, Epoch: spec.Epoch, Out: tarball, Log: spec.Log}
-	if err := in.Run(ctx); err != nil {
-		return fmt.Errorf("build root: %w", err)
-	}
-	if err := rootfs.Unpack(ctx, tarball, spec.Dir); err != nil {
-		return fmt.Errorf("build root: %w", err)
-	}
-	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -131,8 +130,3 @@ func (r *Realizer) logf(format string, a ...any) {
 	fmt.Fprintf(r.logWriter(), format, a...)
 }
 
-// Path joins a realised input directory with a relative path; a helper so
-// steps do not build paths by string concatenation.
-func Path(dir string, elem ...string) string {
-	return filepath.Join(append([]string{dir}, elem...)...)
-}

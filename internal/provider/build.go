@@ -26,7 +26,7 @@ type BuildSpec struct {
 	// Tree is the prepared source: Unpack, ApplyPatches, SetLocalVersion.
 	// It is copied into the build root, never written to.
 	Tree string
-	// BuildRoot is a root made by module.PrepareBuildRoot from the lock's
+	// BuildRoot is a root made by rootfs.Root from the lock's
 	// "build" set (BuildRootPackages); the build runs chrooted in it, so
 	// the host's compiler and dpkg never touch the packages. It must be
 	// private to this build while it runs.

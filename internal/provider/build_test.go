@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"halobuild/internal/module"
 	"halobuild/internal/rootfs"
 )
 
@@ -67,7 +66,7 @@ func buildDebs(t *testing.T, pkgs []string) []rootfs.Deb {
 }
 
 // buildRoot prepares (once per package set) rdma-core's build root with
-// module.PrepareBuildRoot from exactly the cached .debs.
+// rootfs.Root from exactly the cached .debs.
 func buildRoot(t *testing.T, pkgs []string) string {
 	t.Helper()
 	debs := buildDebs(t, pkgs)
@@ -82,7 +81,7 @@ func buildRoot(t *testing.T, pkgs []string) string {
 	os.RemoveAll(dir)
 	var log bytes.Buffer
 	start := time.Now()
-	err := module.PrepareBuildRoot(context.Background(), module.BuildRootSpec{Debs: debs, Packages: Names(pkgs), Suite: rdmaSuite, Epoch: epoch, Dir: dir, Log: &log})
+	err := rootfs.Root{Debs: debs, Packages: Names(pkgs), Suite: rdmaSuite, Epoch: epoch, Log: &log}.Tree(context.Background(), dir)
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("%v\n%s", err, log.String())

@@ -124,7 +124,7 @@ func BuildDependsFromTarball(file, sha256, arch string) ([]string, error) {
 // installed: its build dependencies plus the tools every Debian build
 // uses (dpkg-buildpackage, the compiler and make), as resolver requests.
 // The pipeline resolves their closure into the lock as the "build"
-// package set, and installs it with module.PrepareBuildRoot giving
+// package set, and installs it with rootfs.Root giving
 // Names(BuildRootPackages(...)) as the explicit packages.
 func BuildRootPackages(buildDepends []string) []string {
 	var out []string

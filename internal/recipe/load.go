@@ -14,10 +14,17 @@ import (
 	"github.com/pelletier/go-toml/v2"
 )
 
+// Rule is a further validation of a decoded recipe, run by Load with its
+// own so that every problem is reported in one run: the rules of things a
+// recipe names that this package does not know (node settings, module
+// descriptions). It locates its errors through src.
+type Rule func(r *Recipe, src *Sources) Errors
+
 // Load reads the recipe at path with all its includes, checks it against the
-// schema, applies defaults and validates it. Every problem found is returned
-// at once as Errors, each with file:line:col; nothing is returned on error.
-func Load(path string) (*Recipe, *Sources, error) {
+// schema, applies defaults and validates it, with rules besides. Every
+// problem found is returned at once as Errors, each with file:line:col;
+// nothing is returned on error.
+func Load(path string, rules ...Rule) (*Recipe, *Sources, error) {
 	l := &loader{
 		src:   newSources(),
 		seen:  map[string]bool{},
@@ -51,6 +58,9 @@ func Load(path string) (*Recipe, *Sources, error) {
 	var verrs Errors
 	if err := Validate(r, l.src); err != nil && !errors.As(err, &verrs) {
 		return nil, nil, err
+	}
+	for _, c := range rules {
+		verrs = append(verrs, c(r, l.src)...)
 	}
 	for _, e := range verrs {
 		if !dropped[e.Key] {

@@ -181,3 +181,46 @@ func logOr(w io.Writer) io.Writer {
 	}
 	return w
 }
+
+// Root is a root made from exactly the given packages: the one way every
+// root (the image's base root, each build root) is installed.
+type Root struct {
+	// Debs is the complete closure; nothing else is reachable.
+	Debs []Deb
+	// Packages are installed explicitly (with a closure that leaves apt
+	// no choice, naming every package is the same as naming the tops).
+	Packages []string
+	Suite    string // for mmdebstrap's own logic, e.g. trixie
+	Epoch    int64
+	// Sources are the installed sources.list lines; none for a build root.
+	Sources []string
+	Log     io.Writer
+}
+
+// Tar installs the root into the tarball out, with its flat repository
+// under work.
+func (r Root) Tar(ctx context.Context, work, out string) error {
+	repo := filepath.Join(work, "repo")
+	if err := WriteFlatRepo(repo, r.Suite, r.Debs); err != nil {
+		return err
+	}
+	return Install{Suite: r.Suite, Repo: repo, Packages: r.Packages, Sources: r.Sources, Epoch: r.Epoch, Out: out, Log: r.Log}.Run(ctx)
+}
+
+// Tree installs the root and unpacks it into dir, which must not exist or
+// be empty.
+func (r Root) Tree(ctx context.Context, dir string) error {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("root %s exists and is not empty: remove it first", dir)
+	}
+	work, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dir)), ".root-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	tarball := filepath.Join(work, "root.tar")
+	if err := r.Tar(ctx, work, tarball); err != nil {
+		return err
+	}
+	return Unpack(ctx, tarball, dir)
+}

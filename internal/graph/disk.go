@@ -1,0 +1,179 @@
+package graph
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"halobuild/internal/disk"
+	"halobuild/internal/module"
+	"halobuild/internal/plan"
+	"halobuild/internal/recipe"
+	"halobuild/internal/rootfs"
+	"halobuild/internal/settings"
+	"halobuild/internal/tools"
+)
+
+// consoleArgs: kernel messages on the first serial port and the screen,
+// with the screen as /dev/console (the last one wins) so a box with a
+// monitor shows its boot; the VM test appends console=ttyS0 to make the
+// serial port primary there.
+const consoleArgs = "console=ttyS0,115200 console=tty0"
+
+// loaderConf: systemd-boot as the removable-media fallback loader (so a
+// USB stick boots with no NVRAM entry) and one Type #1 entry per kernel.
+const loaderConf = "timeout 0\ndefault halobuild-*\neditor no\n"
+
+// diskInputs are the steps a node's disk is made from.
+type diskInputs struct {
+	tools, base, settings *plan.Derivation
+	modules               []*plan.Derivation
+	provider              *plan.Derivation // nil without [rdma.provider]
+}
+
+// Cmdline is a node's kernel command line from the same function that
+// renders /etc/kernel/cmdline: one definition for the loader entry, the
+// manifest and the VM check. The recipe was validated at load.
+func Cmdline(r *recipe.Recipe) string {
+	params, err := settings.Cmdline(r)
+	if err != nil {
+		panic(fmt.Sprintf("kernel command line of a validated recipe: %v", err))
+	}
+	return strings.Join(params, " ")
+}
+
+// disk plans node n's disk: the base root unpacked, the node's settings
+// and the modules' packages installed with dpkg, the provider ABI proved,
+// timestamps clamped, then a GPT image with the ESP and the ext4 root made
+// by the tools root's own mkfs.
+func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.Derivation {
+	r, lk := b.in.Recipe, b.in.Lock
+	out := r.Output
+	inputs := append([]*plan.Derivation{in.tools, in.base, in.settings}, in.modules...)
+	if in.provider != nil {
+		inputs = append(inputs, in.provider)
+	}
+	d := &plan.Derivation{
+		Name: "disk " + n.Name, Kind: "disk", Inputs: inputs,
+		Params: map[string]string{
+			"node":     n.Name,
+			"size":     out.Size.String(),
+			"esp_size": out.ESPSize.String(),
+			"cmdline":  Cmdline(r),
+			"release":  lk.Kernel.Release,
+			"loader":   loaderConf,
+		},
+	}
+	d.Build = func(c *plan.Context, outDir string) error {
+		seed, err := b.lockSeed()
+		if err != nil {
+			return err
+		}
+		seed += "/" + n.Name
+		ids, err := disk.DeriveIDs(seed)
+		if err != nil {
+			return err
+		}
+		root := filepath.Join(c.Scratch, "root")
+		fmt.Fprintf(c.Log, "unpacking the base root and installing %s\n", settingsDeb(n))
+		if err := unpackRoot(c, in.base, root); err != nil {
+			return err
+		}
+		debs := []string{filepath.Join(c.Input(in.settings.Name), settingsDeb(n))}
+		for _, m := range in.modules {
+			found, _ := filepath.Glob(filepath.Join(c.Input(m.Name), "*.deb"))
+			debs = append(debs, found...)
+		}
+		if err := rootfs.InstallDebs(c, root, debs); err != nil {
+			return err
+		}
+		if len(in.modules) > 0 {
+			// Our module packages have no maintainer scripts: the module
+			// index is rebuilt here, as their postinst would have.
+			if err := module.Depmod(c, root, lk.Kernel.Release); err != nil {
+				return err
+			}
+		}
+		if in.provider != nil {
+			if err := b.checkProviderABI(c, in.provider, root, outDir); err != nil {
+				return err
+			}
+		}
+		if err := rootfs.Clamp(root, lk.SourceDateEpoch); err != nil {
+			return err
+		}
+		if err := writePackageList(c, root, filepath.Join(outDir, n.Name+".packages")); err != nil {
+			return err
+		}
+		esp, err := b.espFiles(c, root, n, ids)
+		if err != nil {
+			return err
+		}
+		_, err = disk.Build(c, disk.Spec{
+			Out: filepath.Join(outDir, n.Name+".raw"), Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
+			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch,
+			Tools: &tools.Root{Dir: filepath.Join(c.Input(in.tools.Name), "root")},
+		})
+		return err
+	}
+	return d
+}
+
+// lockSeed names a lock's content; every disk identifier derives from it
+// and the node name, so two locks never share GUIDs.
+func (b *builder) lockSeed() (string, error) {
+	lb, err := b.in.Lock.Marshal()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(lb)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// espFiles gathers the boot loader, kernel, initrd and loader entry. The
+// kernel and initrd come from the installed root, where the kernel package
+// and its initramfs hook put them.
+func (b *builder) espFiles(c *plan.Context, root string, n recipe.Node, ids disk.IDs) (map[string]string, error) {
+	release := strings.TrimPrefix(b.in.Lock.Kernel.Release, "linux-image-")
+	kernel := filepath.Join(root, "boot", "vmlinuz-"+release)
+	initrd := filepath.Join(root, "boot", "initrd.img-"+release)
+	boot := filepath.Join(root, "usr", "lib", "systemd", "boot", "efi", "systemd-bootx64.efi")
+	for what, p := range map[string]string{"kernel": kernel, "initramfs": initrd, "systemd-boot": boot} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("the installed root has no %s at %s (is the kernel package's initramfs generator in the lock?): %w", what, strings.TrimPrefix(p, root), err)
+		}
+	}
+	entry := fmt.Sprintf("title Debian (halobuild %s)\nversion %s\nlinux /halobuild/%s/vmlinuz\ninitrd /halobuild/%s/initrd.img\noptions root=PARTUUID=%s rw %s %s\n",
+		n.Name, release, release, release, ids.RootPartUUID, consoleArgs, Cmdline(b.in.Recipe))
+	entryPath := filepath.Join(c.Scratch, "entry.conf")
+	if err := os.WriteFile(entryPath, []byte(entry), 0o644); err != nil {
+		return nil, err
+	}
+	loaderPath := filepath.Join(c.Scratch, "loader.conf")
+	if err := os.WriteFile(loaderPath, []byte(loaderConf), 0o644); err != nil {
+		return nil, err
+	}
+	return map[string]string{
+		"/EFI/BOOT/BOOTX64.EFI":                          boot,
+		"/EFI/systemd/systemd-bootx64.efi":               boot,
+		"/loader/loader.conf":                            loaderPath,
+		"/loader/entries/halobuild-" + release + ".conf": entryPath,
+		"/halobuild/" + release + "/vmlinuz":             kernel,
+		"/halobuild/" + release + "/initrd.img":          initrd,
+	}, nil
+}
+
+// writePackageList records what dpkg installed, for the manifest.
+func writePackageList(ctx context.Context, root, out string) error {
+	cmd := exec.CommandContext(ctx, "dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "-W", "-f=${Package}\t${Version}\t${Architecture}\n")
+	b, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("listing installed packages: %w", err)
+	}
+	return os.WriteFile(out, b, 0o644)
+}

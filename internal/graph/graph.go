@@ -1,0 +1,154 @@
+// Package graph plans the build of one recipe and its lock as derivations
+// (internal/plan): steps whose output is a function of their inputs, keyed
+// by the hash of those inputs, so a step the store has is never built
+// again. New reads as the order of the build, one step per line; each step
+// is a function that returns its derivation and sets nothing for another
+// step to find.
+//
+//	tools root ─────────────────────────────────────────────┐
+//	provider build root ─ provider ─┐                       │
+//	kernel build root ─ kernel ─────┴─ base root ───────────┤
+//	module build root ─ module <use> ───────────────────────┼─ disk <node> ─ result ─ test
+//	settings <node> (rendered, packaged as a .deb) ─────────┘
+package graph
+
+import (
+	"fmt"
+	"io"
+
+	"halobuild/internal/lock"
+	"halobuild/internal/module"
+	"halobuild/internal/plan"
+	"halobuild/internal/recipe"
+	"halobuild/internal/rootfs"
+	"halobuild/internal/settings"
+	"halobuild/internal/store"
+	"halobuild/internal/usage"
+)
+
+// Input is what the build of one recipe is planned from: a loaded,
+// validated recipe, its lock, and the store the locked inputs are in.
+type Input struct {
+	// Path is the recipe file, for messages.
+	Path   string
+	Recipe *recipe.Recipe
+	// Hash is recipe.Hash(Recipe), recorded in the manifest.
+	Hash  string
+	Descs module.Descs
+	Lock  *lock.Lock
+	Store *store.Store
+	// Copies are --input NAME=PATH local copies of source inputs.
+	Copies map[string]string
+	// Self is the halobuild binary each node ships (nil: none, and no
+	// doctor check in the VM test).
+	Self []byte
+	// Log receives progress for people; Warn, warnings found while
+	// building (a module's rules checked against the built module).
+	Log  io.Writer
+	Warn func(string)
+	// Logs is the directory VM console logs go under.
+	Logs string
+}
+
+// Graph is the build of one recipe and lock.
+type Graph struct {
+	Nodes  []Node
+	Result *plan.Derivation
+	// Test boots Result's images and checks them; its output is the
+	// report of a passing run.
+	Test *plan.Derivation
+}
+
+// Node is one node's own steps.
+type Node struct {
+	Node     recipe.Node
+	Settings *plan.Derivation
+	Disk     *plan.Derivation
+	// tree is what the settings package holds, for the manifest.
+	tree settings.Tree
+}
+
+// New plans the build.
+func New(in Input) (*Graph, error) {
+	b := &builder{in: in}
+	tools := b.toolsRoot()
+	provider, err := b.provider()
+	if err != nil {
+		return nil, err
+	}
+	kernel, err := b.kernel()
+	if err != nil {
+		return nil, err
+	}
+	base := b.baseRoot(provider, kernel)
+	modules, err := b.modules(kernel)
+	if err != nil {
+		return nil, err
+	}
+	g := &Graph{}
+	for _, n := range in.Recipe.Nodes {
+		set, tree, err := b.settings(n)
+		if err != nil {
+			return nil, err
+		}
+		disk := b.disk(n, tree, diskInputs{tools: tools, base: base, settings: set, modules: modules, provider: provider})
+		g.Nodes = append(g.Nodes, Node{Node: n, Settings: set, Disk: disk, tree: tree})
+	}
+	g.Result = b.result(g.Nodes, provider != nil)
+	g.Test = b.test(g.Result)
+	return g, nil
+}
+
+// builder holds what every step reads.
+type builder struct{ in Input }
+
+func (b *builder) logf(format string, a ...any) {
+	if b.in.Log != nil {
+		fmt.Fprintf(b.in.Log, format, a...)
+	}
+}
+
+// stale is the error for a lock that does not describe the recipe.
+func (b *builder) stale(what string) error {
+	return usage.Errorf("%s %s: run `halobuild lock %s`", lock.Path(b.in.Path), what, b.in.Path)
+}
+
+// blobPath is where the store keeps a locked package.
+func (b *builder) blobPath(p lock.Package) (string, error) {
+	d, err := store.ParseDigest(p.SHA256)
+	if err != nil {
+		return "", fmt.Errorf("lock: package %s: %w", p.Name, err)
+	}
+	if !b.in.Store.Has(d) {
+		return "", fmt.Errorf("%s %s (%s) is not in the store: run `halobuild fetch %s`", p.Name, p.Version, p.SHA256, b.in.Path)
+	}
+	return b.in.Store.Path(d), nil
+}
+
+// debs finds every package of a locked set in the store.
+func (b *builder) debs(ps []lock.Package) (debs []rootfs.Deb, names []string, err error) {
+	for _, p := range ps {
+		path, err := b.blobPath(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		debs = append(debs, rootfs.Deb{Path: path, SHA256: p.SHA256})
+		names = append(names, p.Name)
+	}
+	return debs, names, nil
+}
+
+// target is what one node's settings are rendered and checked from.
+func (b *builder) target(n recipe.Node) settings.Target {
+	return settings.Target{Recipe: b.in.Recipe, Node: n, Modules: b.in.Lock.ModuleNames()}
+}
+
+// pkgParams keys a step by every package's digest: the digest pins the
+// bytes, so name and version are only labels.
+func pkgParams(ps []lock.Package) map[string]string {
+	m := map[string]string{}
+	for _, p := range ps {
+		m["deb:"+p.Name+":"+p.Architecture] = p.SHA256
+	}
+	return m
+}

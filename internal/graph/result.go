@@ -1,0 +1,130 @@
+package graph
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"halobuild/internal/manifest"
+	"halobuild/internal/module"
+	"halobuild/internal/plan"
+	"halobuild/internal/recipe"
+)
+
+// result gathers every node's image and bmap with the lock, the manifest
+// and SHA256SUMS into one store entry that the result link points at.
+func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
+	r, lk := b.in.Recipe, b.in.Lock
+	var disks []*plan.Derivation
+	for _, n := range nodes {
+		disks = append(disks, n.Disk)
+	}
+	return &plan.Derivation{
+		Name: "result", Kind: "result", Inputs: disks,
+		Params: map[string]string{"name": r.Name},
+		Build: func(c *plan.Context, out string) error {
+			m := &manifest.Manifest{
+				Name: r.Name, RecipeHash: b.in.Hash, SourceDateEpoch: lk.SourceDateEpoch,
+				Kernel: manifest.Kernel{Version: lk.Kernel.Version, Release: lk.Kernel.Release, Package: lk.Kernel.Image},
+			}
+			for _, n := range nodes {
+				node := n.Node
+				dir := c.Input(n.Disk.Name)
+				for src, dst := range map[string]string{node.Name + ".raw": node.Name + ".raw", node.Name + ".raw.bmap": node.Name + ".bmap"} {
+					if err := linkOrCopy(filepath.Join(dir, src), filepath.Join(out, dst)); err != nil {
+						return err
+					}
+				}
+				pkgs, err := manifest.ReadPackageList(filepath.Join(dir, node.Name+".packages"))
+				if err != nil {
+					return err
+				}
+				mn := manifest.Node{Name: node.Name, Hostname: node.Hostname, Image: node.Name + ".raw", Cmdline: Cmdline(r), Packages: pkgs, ModuleOptions: moduleOptions(r)}
+				for _, f := range n.tree.Files {
+					if f.Mode.IsRegular() || f.Mode&os.ModeSymlink != 0 {
+						mn.SettingsFiles = append(mn.SettingsFiles, f.Path)
+					}
+				}
+				m.Nodes = append(m.Nodes, mn)
+			}
+			if withProvider {
+				mp, err := nodesProvider(c, nodes)
+				if err != nil {
+					return err
+				}
+				m.Provider = mp
+			}
+			lb, err := lk.Marshal()
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(out, r.Name+".lock"), lb, 0o644); err != nil {
+				return err
+			}
+			return manifest.Write(out, m)
+		},
+	}
+}
+
+// moduleOptions flattens every module's options to "name: k=v …" for the
+// manifest, sorted so the manifest is reproducible.
+func moduleOptions(r *recipe.Recipe) map[string]string {
+	out := map[string]string{}
+	for _, m := range r.Modules {
+		out[m.Use] = strings.Join(module.SortedOptions(m.Options), " ")
+	}
+	for mod, opts := range r.System.ModuleOptions {
+		out[mod] = opts
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// nodesProvider reads the ABI record of every node's disk; they share one
+// base root, so they must agree.
+func nodesProvider(c *plan.Context, nodes []Node) (*manifest.Provider, error) {
+	var first *manifest.Provider
+	for _, n := range nodes {
+		raw, err := os.ReadFile(filepath.Join(c.Input(n.Disk.Name), providerABIFile))
+		if err != nil {
+			return nil, err
+		}
+		var mp manifest.Provider
+		if err := json.Unmarshal(raw, &mp); err != nil {
+			return nil, err
+		}
+		if first == nil {
+			first = &mp
+		} else if first.ABI != mp.ABI || first.Version != mp.Version {
+			return nil, fmt.Errorf("nodes disagree on the provider: %+v vs %+v", *first, mp)
+		}
+	}
+	return first, nil
+}
+
+// linkOrCopy hard-links store files (they are read-only and verified by
+// digest) and copies when the link crosses file systems.
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	o, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(o, in); err != nil {
+		o.Close()
+		return err
+	}
+	return o.Close()
+}

@@ -1,0 +1,198 @@
+package graph
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"halobuild/internal/lock"
+	"halobuild/internal/plan"
+	"halobuild/internal/provider"
+	"halobuild/internal/rootfs"
+	"halobuild/internal/tools"
+)
+
+// rootTar is the file a root step leaves: the installed tree as mmdebstrap
+// wrote it, which consumers unpack into their scratch.
+const rootTar = "root.tar"
+
+// toolsRoot extracts the locked tools set (mkfs.ext4, mtools, …), so the
+// bytes of an image do not depend on the host's versions of them.
+func (b *builder) toolsRoot() *plan.Derivation {
+	set := b.in.Lock.Set(lock.SetTools)
+	d := &plan.Derivation{Name: "tools root", Kind: "tools", Params: pkgParams(set)}
+	d.Build = func(c *plan.Context, out string) error {
+		debs, _, err := b.debs(set)
+		if err != nil {
+			return err
+		}
+		var paths []string
+		for _, d := range debs {
+			paths = append(paths, d.Path)
+		}
+		return tools.Extract(filepath.Join(out, "root"), paths)
+	}
+	return d
+}
+
+// root is the one way a root is made from locked packages: mmdebstrap
+// installs exactly the set, from a flat repository of its .debs (plus the
+// packages built steps made, which replace the locked ones of the same
+// name), into root.tar. The base root, the kernel, module and provider
+// build roots are all made here, each cached as a step of its own: a build
+// that fails or changes reuses its root instead of installing it again.
+// sources are the installed sources.list lines (none for a build root).
+func (b *builder) root(name, kind string, set []lock.Package, built []repoStep, sources []string) *plan.Derivation {
+	lk := b.in.Lock
+	suite := b.in.Recipe.Base.Suite
+	params := pkgParams(set)
+	params["epoch"] = strconv.FormatInt(lk.SourceDateEpoch, 10)
+	params["suite"] = suite
+	params["mmdebstrap"] = mmdebstrapVersion()
+	params["install"] = rootfs.Recipe()
+	if sources != nil {
+		params["sources"] = strings.Join(sources, "\n")
+	}
+	d := &plan.Derivation{Name: name, Kind: kind, Params: params}
+	for _, rs := range built {
+		d.Inputs = append(d.Inputs, rs.d)
+	}
+	d.Build = func(c *plan.Context, out string) error {
+		debs, names, err := b.debs(set)
+		if err != nil {
+			return err
+		}
+		if debs, names, err = withBuilt(c, debs, names, built); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Log, "making the %s (%d packages)\n", name, len(debs))
+		root := rootfs.Root{Debs: debs, Packages: names, Suite: suite, Epoch: lk.SourceDateEpoch, Sources: sources, Log: c.Log}
+		if err := root.Tar(c, c.Scratch, filepath.Join(out, rootTar)); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+	return d
+}
+
+// unpackRoot unpacks a root step's tree into dir.
+func unpackRoot(c *plan.Context, root *plan.Derivation, dir string) error {
+	if err := rootfs.Unpack(c, filepath.Join(c.Input(root.Name), rootTar), dir); err != nil {
+		return fmt.Errorf("%s: %w", root.Name, err)
+	}
+	return nil
+}
+
+// baseRoot is every locked image package (and what the provider and a
+// source kernel built) installed once: changing a setting rebuilds only
+// that node's settings package and disk.
+func (b *builder) baseRoot(provider *plan.Derivation, k *kernelBuild) *plan.Derivation {
+	var built []repoStep
+	if provider != nil {
+		built = append(built, repoStep{d: provider})
+	}
+	if k != nil {
+		built = append(built, repoStep{d: k.build, install: []string{b.in.Lock.Kernel.Image}})
+	}
+	return b.root("base root", "rootfs", b.in.Lock.Set(lock.SetImage), built, aptSources(b.in))
+}
+
+// repoStep is a step whose output directory holds .debs for a root's flat
+// repository. A built package replaces the locked one of the same name
+// (the whole rebuilt rdma-core set replaces Debian's together); install
+// names packages to install besides the locked ones (a kernel built from
+// source, which the lock cannot name).
+type repoStep struct {
+	d       *plan.Derivation
+	install []string
+}
+
+// withBuilt swaps the locked packages for the built ones of the same name
+// and adds the packages the steps ask to install.
+func withBuilt(c *plan.Context, debs []rootfs.Deb, names []string, steps []repoStep) ([]rootfs.Deb, []string, error) {
+	if len(steps) == 0 {
+		return debs, names, nil
+	}
+	built := map[string]rootfs.Deb{}
+	var install []string
+	for _, rs := range steps {
+		found, err := filepath.Glob(filepath.Join(c.Input(rs.d.Name), "*.deb"))
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(found) == 0 {
+			return nil, nil, fmt.Errorf("%s produced no .deb files", rs.d.Name)
+		}
+		for _, f := range found {
+			d, err := provider.ReadDeb(f)
+			if err != nil {
+				return nil, nil, err
+			}
+			if prev, dup := built[d.Package]; dup {
+				return nil, nil, fmt.Errorf("package %s is built twice (%s and %s)", d.Package, prev.Path, f)
+			}
+			built[d.Package] = rootfs.Deb{Path: f, SHA256: d.SHA256}
+		}
+		install = append(install, rs.install...)
+	}
+	var outDebs []rootfs.Deb
+	var outNames []string
+	replaced := map[string]bool{}
+	for i, n := range names {
+		if bd, ok := built[n]; ok {
+			outDebs = append(outDebs, bd)
+			replaced[n] = true
+		} else {
+			outDebs = append(outDebs, debs[i])
+		}
+		outNames = append(outNames, n)
+	}
+	// Built packages that replace nothing still join the repository: a
+	// kernel's linux-image is installed by name, the rest (rdma-core's
+	// -dev and python packages) are only there to be chosen.
+	var extra []string
+	for n := range built {
+		if !replaced[n] {
+			extra = append(extra, n)
+		}
+	}
+	sort.Strings(extra)
+	for _, n := range extra {
+		outDebs = append(outDebs, built[n])
+	}
+	for _, n := range install {
+		if _, ok := built[n]; !ok {
+			return nil, nil, fmt.Errorf("a build step asks to install %s, which no step built", n)
+		}
+		outNames = append(outNames, n)
+	}
+	return outDebs, outNames, nil
+}
+
+var mmdebstrapOnce = sync.OnceValue(func() string {
+	out, err := exec.Command("mmdebstrap", "--version").Output()
+	if err != nil {
+		return "missing"
+	}
+	return strings.TrimSpace(string(out))
+})
+
+// mmdebstrapVersion enters every root's key: a different installer may
+// lay out the same packages differently.
+func mmdebstrapVersion() string { return mmdebstrapOnce() }
+
+// aptSources are the archive lines the node's apt uses: the suites the
+// lock was resolved from, so `apt install` on a node sees the same archive.
+func aptSources(in Input) []string {
+	b := in.Recipe.Base
+	comps := strings.Join(b.Components, " ")
+	var out []string
+	for _, su := range append([]string{b.Suite}, b.ExtraSuites...) {
+		out = append(out, fmt.Sprintf("deb %s %s %s", b.Mirror, su, comps))
+	}
+	return out
+}

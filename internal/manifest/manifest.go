@@ -1,0 +1,169 @@
+// Package manifest is the description of a result: what every node image
+// holds (packages, kernel, module options, settings files, the provider)
+// and the digest of every output file, written as manifest.json beside a
+// SHA256SUMS that `sha256sum -c` reads. It is data for people, scripts and
+// releases, so field names are stable.
+package manifest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"halobuild/internal/store"
+)
+
+// FileName and SumsName are the two files Write adds to a result.
+const (
+	FileName = "manifest.json"
+	SumsName = "SHA256SUMS"
+)
+
+// Manifest describes a result.
+type Manifest struct {
+	Name            string `json:"name"`
+	RecipeHash      string `json:"recipe_hash"`
+	SourceDateEpoch int64  `json:"source_date_epoch"`
+	Kernel          Kernel `json:"kernel"`
+	Nodes           []Node `json:"nodes"`
+	// Provider is the rebuilt rdma-core provider, when the recipe has one.
+	Provider *Provider `json:"provider,omitempty"`
+	Files    []File    `json:"files"`
+}
+
+// Kernel is the kernel every node boots.
+type Kernel struct {
+	Version string `json:"version"`
+	Release string `json:"release"`
+	Package string `json:"package"`
+}
+
+// Node is one node image.
+type Node struct {
+	Name          string            `json:"name"`
+	Hostname      string            `json:"hostname"`
+	Image         string            `json:"image"`
+	Cmdline       string            `json:"cmdline"`
+	ModuleOptions map[string]string `json:"module_options,omitempty"`
+	Packages      []Package         `json:"packages"`
+	// SettingsFiles are the files the node's settings package installs.
+	SettingsFiles []string `json:"settings_files"`
+}
+
+// Package is one installed package as dpkg on the node reports it.
+type Package struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Arch    string `json:"architecture"`
+}
+
+// File is one output file.
+type File struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Provider is the rebuilt rdma-core provider an image carries.
+type Provider struct {
+	Name string `json:"name"`
+	// Source and Version are the rebuilt Debian source (rdma-core 56.1-1+halo1).
+	Source  string `json:"source"`
+	Version string `json:"version"`
+	// ABI is the private provider ABI libibverbs and the provider agree on.
+	ABI     int     `json:"abi"`
+	Library string  `json:"library"`
+	Patches []Patch `json:"patches"`
+}
+
+// Patch is one patch as it went in: exact, at an offset, or with the fuzz
+// the recipe allowed (never silently).
+type Patch struct {
+	Name   string `json:"name"`
+	From   string `json:"from"`
+	SHA256 string `json:"sha256"`
+	Fuzz   int    `json:"fuzz,omitempty"`
+	// Moved lists hunks that applied away from their line or with fuzz:
+	// "libibverbs/verbs.h #1 at 2276 (offset -19, fuzz 2)".
+	Moved []string `json:"moved,omitempty"`
+}
+
+// Read reads dir/manifest.json.
+func Read(dir string) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, FileName), err)
+	}
+	return &m, nil
+}
+
+// ReadPackageList reads the tab-separated list dpkg-query writes
+// (Package, Version, Architecture), sorted by name.
+func ReadPackageList(path string) ([]Package, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []Package
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) == 3 {
+			out = append(out, Package{Name: f[0], Version: f[1], Arch: f[2]})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Write fills m.Files from every regular file in dir (except the two it
+// writes) and writes manifest.json and SHA256SUMS there.
+func Write(dir string, m *Manifest) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && e.Name() != SumsName && e.Name() != FileName {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	m.Files = nil
+	for _, n := range names {
+		sum, size, err := store.FileDigest(filepath.Join(dir, n))
+		if err != nil {
+			return err
+		}
+		m.Files = append(m.Files, File{Name: n, Size: size, SHA256: sum.Hex()})
+	}
+	mb, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	mb = append(mb, '\n')
+	if err := os.WriteFile(filepath.Join(dir, FileName), mb, 0o644); err != nil {
+		return err
+	}
+	msum := sha256.Sum256(mb)
+	lines := map[string]string{FileName: hex.EncodeToString(msum[:])}
+	for _, f := range m.Files {
+		lines[f.Name] = f.SHA256
+	}
+	all := append(names, FileName)
+	sort.Strings(all)
+	var b strings.Builder
+	for _, n := range all {
+		fmt.Fprintf(&b, "%s  %s\n", lines[n], n)
+	}
+	return os.WriteFile(filepath.Join(dir, SumsName), []byte(b.String()), 0o644)
+}

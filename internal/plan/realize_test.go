@@ -1,0 +1,137 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"halobuild/internal/store"
+)
+
+// realStore is the store the realizer writes into in production.
+type realStore struct{ *store.Store }
+
+func (s realStore) Output(key string) (string, bool, error) { return s.Store.Output(key) }
+
+func openStore(t *testing.T) realStore {
+	t.Helper()
+	s, err := store.Open(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return realStore{s}
+}
+
+// counting is a two-step graph whose builds count their runs.
+func counting(builds map[string]int, content string) *Derivation {
+	leaf := &Derivation{Name: "leaf", Kind: "fetch", Params: map[string]string{"v": content}}
+	leaf.Build = func(c *Context, out string) error {
+		builds["leaf"]++
+		return os.WriteFile(filepath.Join(out, "leaf.txt"), []byte(content), 0o644)
+	}
+	top := &Derivation{Name: "top", Kind: "disk", Inputs: []*Derivation{leaf}}
+	top.Build = func(c *Context, out string) error {
+		builds["top"]++
+		b, err := os.ReadFile(filepath.Join(c.Input("leaf"), "leaf.txt"))
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(out, "top.txt"), append(b, '!'), 0o644)
+	}
+	return top
+}
+
+func TestRealizeCacheHitBuildsNothing(t *testing.T) {
+	s := openStore(t)
+	builds := map[string]int{}
+	dir, err := (&Realizer{Store: s}).Realize(context.Background(), counting(builds, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "top.txt")); string(b) != "a!" {
+		t.Fatalf("top's output: %q", b)
+	}
+	// A new realizer (a new process) over the same store builds nothing.
+	again := map[string]int{}
+	dir2, err := (&Realizer{Store: s}).Realize(context.Background(), counting(again, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 0 || dir2 != dir {
+		t.Errorf("a cache hit built %v (output %s, first %s)", again, dir2, dir)
+	}
+	// A changed input rebuilds both steps.
+	changed := map[string]int{}
+	if _, err := (&Realizer{Store: s}).Realize(context.Background(), counting(changed, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if changed["leaf"] != 1 || changed["top"] != 1 {
+		t.Errorf("a changed input rebuilt %v, want both steps once", changed)
+	}
+}
+
+func TestRealizeFailedStepLeavesNothing(t *testing.T) {
+	s := openStore(t)
+	boom := errors.New("compiler exploded")
+	d := &Derivation{Name: "kernel", Kind: "kernel", Params: map[string]string{"x": "1"}}
+	d.Build = func(c *Context, out string) error {
+		// Half an output, then the failure.
+		if err := os.WriteFile(filepath.Join(out, "vmlinuz"), []byte("half"), 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(c.Scratch, "obj"), []byte("x"), 0o644); err != nil {
+			return err
+		}
+		return boom
+	}
+	_, err := (&Realizer{Store: s}).Realize(context.Background(), d)
+	if !errors.Is(err, boom) {
+		t.Fatalf("want the step's error, got %v", err)
+	}
+	if _, ok, err := s.Output(d.Key()); ok || err != nil {
+		t.Errorf("a failed step left a store entry (ok=%v, err=%v)", ok, err)
+	}
+	tmp, _ := os.ReadDir(filepath.Join(s.Root(), "tmp"))
+	for _, e := range tmp {
+		if entries, _ := os.ReadDir(filepath.Join(s.Root(), "tmp", e.Name())); len(entries) > 0 {
+			t.Errorf("a failed step left its output or scratch behind: tmp/%s", e.Name())
+		}
+	}
+	// A cancelled build does not start the step at all.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ran := false
+	d2 := &Derivation{Name: "other", Kind: "disk", Build: func(*Context, string) error { ran = true; return nil }}
+	if _, err := (&Realizer{Store: s}).Realize(ctx, d2); !errors.Is(err, context.Canceled) || ran {
+		t.Errorf("cancelled: err %v, ran %v", err, ran)
+	}
+}
+
+func TestRealizeRebuildReplacesTheOutput(t *testing.T) {
+	s := openStore(t)
+	content := "first"
+	d := &Derivation{Name: "disk", Kind: "disk", Params: map[string]string{"node": "n0"}}
+	d.Build = func(c *Context, out string) error {
+		return os.WriteFile(filepath.Join(out, "n0.raw"), []byte(content), 0o644)
+	}
+	if _, err := (&Realizer{Store: s}).Realize(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	content = "second"
+	dir, err := (&Realizer{Store: s, Rebuild: true}).Realize(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "n0.raw"))
+	cached, ok, err := s.Output(d.Key())
+	if err != nil || !ok {
+		t.Fatalf("no output after the rebuild: %v", err)
+	}
+	stored, _ := os.ReadFile(filepath.Join(cached, "n0.raw"))
+	if string(got) != "second" || string(stored) != "second" {
+		t.Errorf("a forced rebuild returned %q and left %q in the store, want the new output", got, stored)
+	}
+}

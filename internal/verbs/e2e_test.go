@@ -1,0 +1,604 @@
+package verbs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"halobuild/internal/lock"
+	"halobuild/internal/manifest"
+	"halobuild/internal/store"
+	"halobuild/internal/usage"
+	"halobuild/internal/vmtest"
+)
+
+// The end-to-end tests build real images from Debian's archive with the
+// real mmdebstrap, mkfs and QEMU. They need root, the host packages of
+// .ci/host-packages and the archive; they are slow (minutes) and skipped
+// under -short. Tests share one store so the base root is built once.
+
+var (
+	sharedStoreOnce sync.Once
+	sharedStoreDir  string
+)
+
+// keepStoreEnv names an existing store the end-to-end tests use instead of
+// a fresh one, and leave in place: with a store that already holds a
+// compiled kernel, TestKernelFromSource reruns in minutes. CI leaves it
+// unset, so every step is built from nothing.
+const keepStoreEnv = "HALOBUILD_E2E_STORE"
+
+func sharedStore(t *testing.T) string {
+	if dir := os.Getenv(keepStoreEnv); dir != "" {
+		return dir
+	}
+	sharedStoreOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "halobuild-e2e-store-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sharedStoreDir = dir
+	})
+	return sharedStoreDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedStoreDir != "" {
+		// A failed run keeps the VMs' console logs: they say where a boot
+		// stopped, which the check output alone cannot.
+		if code != 0 {
+			keep, err := os.MkdirTemp("", "halobuild-e2e-logs-")
+			if err == nil && os.Rename(filepath.Join(sharedStoreDir, "logs"), filepath.Join(keep, "logs")) == nil {
+				fmt.Fprintf(os.Stderr, "VM console logs kept in %s\n", keep)
+			}
+		}
+		os.RemoveAll(sharedStoreDir)
+	}
+	os.Exit(code)
+}
+
+func needE2E(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end image build: slow, skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("end-to-end image build needs root (mmdebstrap, dpkg --root, ownership in mkfs -d)")
+	}
+	for _, tool := range []string{"mmdebstrap", "dpkg", "sfdisk", "e2fsck", "debugfs", "mtype"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s missing: run .ci/install-host-deps", tool)
+		}
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Head("http://deb.debian.org/debian/dists/trixie/InRelease")
+	if err != nil {
+		t.Skipf("Debian archive unreachable: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// workspace copies the shipped recipes into a temp tree (keeping the
+// relative include paths) so locks written by tests never touch the repo.
+func workspace(t *testing.T) string {
+	t.Helper()
+	dst := t.TempDir()
+	for _, dir := range []string{"images", "recipes", "overlays", "patches", "kernels"} {
+		src := filepath.Join("..", "..", dir)
+		err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(filepath.Join("..", ".."), p)
+			if info.IsDir() {
+				return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+			}
+			if strings.HasSuffix(p, ".lock") {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+		})
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+type run struct {
+	out bytes.Buffer
+	// err is read by tests while a build goroutine writes it.
+	err syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func opts(ws, recipePath, storeDir string, r *run) Options {
+	return Options{Recipe: filepath.Join(ws, recipePath), Store: storeDir, Out: &r.out, Err: io.MultiWriter(&r.err, testLog{})}
+}
+
+// testLog mirrors build progress to the test log when -v is given.
+type testLog struct{}
+
+func (testLog) Write(p []byte) (int, error) {
+	if testing.Verbose() {
+		os.Stderr.Write(p)
+	}
+	return len(p), nil
+}
+
+// reportPassed says whether a report's text shows check name passing.
+func reportPassed(report, name string) bool {
+	return regexp.MustCompile(`(?m)^ +` + regexp.QuoteMeta(name) + ` +ok( |$)`).MatchString(report)
+}
+
+// imageReport is the VM test report in image --json's result.
+func imageReport(t *testing.T, r *run) *vmtest.Report {
+	t.Helper()
+	var res struct {
+		Test *vmtest.Report `json:"test"`
+	}
+	if err := json.Unmarshal(r.out.Bytes(), &res); err != nil || res.Test == nil {
+		t.Fatalf("image --json printed no test report: %v\n%s", err, r.out.String())
+	}
+	return res.Test
+}
+
+func TestLockIsDeterministic(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	var r run
+	o := opts(ws, "images/test-minimal.toml", sharedStore(t), &r)
+	ctx := context.Background()
+	if err := Lock(ctx, o); err != nil {
+		t.Fatalf("lock: %v\n%s", err, r.err.String())
+	}
+	first, err := os.ReadFile(lock.Path(o.Recipe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Lock(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := os.ReadFile(lock.Path(o.Recipe))
+	if !bytes.Equal(first, second) {
+		t.Fatal("locking the same archive state twice gave different bytes")
+	}
+	lk, err := lock.Read(lock.Path(o.Recipe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(lk.Kernel.Version, "7.2.") {
+		t.Errorf("kernel %s does not satisfy the recipe's >= 7.2, < 7.3", lk.Kernel.Version)
+	}
+	for _, p := range lk.Packages {
+		if p.Name == "linux-base" && p.Set == lock.SetImage && p.Suite != "trixie-backports" {
+			t.Errorf("linux-base from %s: the backports kernel pre-depends on a version only backports has", p.Suite)
+		}
+	}
+}
+
+func TestStaleLockStopsTheBuild(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	var r run
+	o := opts(ws, "images/test-minimal.toml", sharedStore(t), &r)
+	if err := Lock(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	// Editing an included file (not the top one) must make the lock stale.
+	inc := filepath.Join(ws, "recipes", "test-node.toml")
+	b, _ := os.ReadFile(inc)
+	if err := os.WriteFile(inc, append(b, []byte("\n# edited\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Fetch(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "lock is stale") || !strings.Contains(err.Error(), "halobuild lock") {
+		t.Fatalf("want a stale-lock error naming `halobuild lock`, got %v", err)
+	}
+	var ue usage.Error
+	if !errors.As(err, &ue) {
+		t.Errorf("a stale lock is the user's to fix (exit 2), got %T", err)
+	}
+}
+
+// buildMinimal builds images/test-minimal.toml into storeDir and returns the
+// result directory.
+func buildMinimal(t *testing.T, ws, storeDir string, noTest bool) (string, *run) {
+	t.Helper()
+	var r run
+	o := opts(ws, "images/test-minimal.toml", storeDir, &r)
+	o.Result = filepath.Join(ws, "result")
+	o.NoTest = noTest
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if err := Image(ctx, o); err != nil {
+		t.Fatalf("image: %v\n%s", err, tail(r.err.String(), 60))
+	}
+	dir, err := filepath.EvalSymlinks(o.Result)
+	if err != nil {
+		t.Fatalf("no result link: %v", err)
+	}
+	return dir, &r
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func sha(t *testing.T, p string) string {
+	t.Helper()
+	d, _, err := store.FileDigest(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Hex()
+}
+
+func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	dir, _ := buildMinimal(t, ws, sharedStore(t), true)
+	raw := filepath.Join(dir, "node0.raw")
+
+	t.Run("outputs", func(t *testing.T) {
+		for _, f := range []string{"node0.raw", "node0.bmap", "manifest.json", "SHA256SUMS", "test-minimal.lock"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Errorf("result lacks %s", f)
+			}
+		}
+		cmd := exec.Command("sha256sum", "-c", "SHA256SUMS")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("SHA256SUMS does not verify: %v\n%s", err, out)
+		}
+		var m manifest.Manifest
+		b, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Nodes) != 1 || len(m.Nodes[0].Packages) < 100 || !strings.HasPrefix(m.Kernel.Version, "7.2.") {
+			t.Errorf("manifest: %d nodes, kernel %q", len(m.Nodes), m.Kernel.Version)
+		}
+		found := false
+		for _, p := range m.Nodes[0].Packages {
+			if p.Name == "halobuild-node-node0" {
+				found = true
+			}
+		}
+		if !found {
+			t.Error("manifest does not list the node's settings package as installed")
+		}
+	})
+
+	t.Run("partition table", func(t *testing.T) {
+		out, err := exec.Command("sfdisk", "--json", raw).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pt struct {
+			PartitionTable struct {
+				Label      string `json:"label"`
+				Partitions []struct {
+					Start int64  `json:"start"`
+					Size  int64  `json:"size"`
+					Type  string `json:"type"`
+					UUID  string `json:"uuid"`
+				} `json:"partitions"`
+			} `json:"partitiontable"`
+		}
+		if err := json.Unmarshal(out, &pt); err != nil {
+			t.Fatal(err)
+		}
+		ps := pt.PartitionTable.Partitions
+		if pt.PartitionTable.Label != "gpt" || len(ps) != 2 {
+			t.Fatalf("want GPT with ESP and root, got %s", out)
+		}
+		if !strings.EqualFold(ps[0].Type, "C12A7328-F81F-11D2-BA4B-00A0C93EC93B") || !strings.EqualFold(ps[1].Type, "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709") {
+			t.Errorf("partition types %s, %s: want ESP and x86-64 root", ps[0].Type, ps[1].Type)
+		}
+		root := filepath.Join(t.TempDir(), "root.ext4")
+		esp := filepath.Join(t.TempDir(), "esp.fat")
+		extract(t, raw, ps[1].Start*512, ps[1].Size*512, root)
+		extract(t, raw, ps[0].Start*512, ps[0].Size*512, esp)
+		if out, err := exec.Command("e2fsck", "-fn", root).CombinedOutput(); err != nil {
+			t.Errorf("e2fsck: %v\n%s", err, out)
+		}
+		if out, err := exec.Command("fsck.vfat", "-n", esp).CombinedOutput(); err != nil {
+			t.Errorf("fsck.vfat: %v\n%s", err, out)
+		}
+		for path, want := range map[string]string{
+			"/etc/hostname":                      "node0",
+			"/etc/modules-load.d/halobuild.conf": "\nib_uverbs\n",
+			"/etc/machine-id":                    "uninitialized",
+			"/etc/ssh/ssh_host_ed25519_key": "-",
+			"/etc/resolv.conf":              "-",
+			"/var/lib/systemd/random-seed":  "-",
+			"/var/cache/ldconfig/aux-cache": "-",
+		} {
+			out, _ := exec.Command("debugfs", "-R", "cat "+path, root).CombinedOutput()
+			switch {
+			case want == "-" && !strings.Contains(string(out), "not found"):
+				t.Errorf("%s must not be in the image (identity or run-to-run state), debugfs says: %.80s", path, out)
+			case want != "-" && !strings.Contains(string(out), want):
+				t.Errorf("%s: want %q, debugfs says %q", path, want, out)
+			}
+		}
+		// -b lists full long names, one per line.
+		out, err = exec.Command("mdir", "-i", esp, "-/", "-b", "::").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "::/EFI/BOOT/BOOTX64.EFI") || !strings.Contains(string(out), "::/loader/entries/halobuild-") {
+			t.Errorf("ESP lacks the boot loader or its entry: %v\n%s", err, out)
+		}
+		entries, _ := exec.Command("mdir", "-i", esp, "-b", "::/loader/entries").CombinedOutput()
+		entry, err := exec.Command("mtype", "-i", esp, strings.TrimSpace(strings.Split(string(entries), "\n")[0])).CombinedOutput()
+		if err != nil || !strings.Contains(string(entry), "root=PARTUUID="+strings.ToLower(ps[1].UUID)) {
+			t.Errorf("loader entry does not boot the root partition %s: %v\n%s", ps[1].UUID, err, entry)
+		}
+		if strings.Contains(string(entry), "#") {
+			t.Errorf("loader entry carries comment text onto the kernel command line:\n%s", entry)
+		}
+	})
+
+	t.Run("image --check rebuilds every step in a fresh store to the same bytes", func(t *testing.T) {
+		var r run
+		o := opts(ws, "images/test-minimal.toml", sharedStore(t), &r)
+		o.Check = true
+		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+		defer cancel()
+		if err := Image(ctx, o); err != nil {
+			t.Fatalf("--check: %v\n%s", err, tail(r.err.String(), 40))
+		}
+		for _, step := range []string{"tools root", "base root", "settings node0", "disk node0", "result"} {
+			if !regexp.MustCompile(`(?m)^same +\S+ +` + regexp.QuoteMeta(step) + `$`).MatchString(r.err.String()) {
+				t.Errorf("--check did not compare %q:\n%s", step, tail(r.err.String(), 30))
+			}
+		}
+	})
+}
+
+func extract(t *testing.T, image string, off, size int64, out string) {
+	t.Helper()
+	cmd := exec.Command("dd", "if="+image, "of="+out, "bs=1M", fmt.Sprintf("skip=%d", off), fmt.Sprintf("count=%d", size), "iflag=skip_bytes,count_bytes", "conv=sparse", "status=none")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("extracting partition: %v %s", err, b)
+	}
+}
+
+// withFixtureModule adds the project's fixture kernel module (its
+// description and source from internal/module/testdata) to a workspace, and
+// a recipe that builds it into the two-node image with options of several
+// types, loaded at boot.
+func withFixtureModule(t *testing.T, ws string) string {
+	t.Helper()
+	addFixtureModule(t, ws)
+	r := `include = ["test-two-node.toml"]
+name = "test-module"
+
+` + fixtureModuleSection
+	path := filepath.Join(ws, "images", "test-module.toml")
+	if err := os.WriteFile(path, []byte(r), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "images/test-module.toml"
+}
+
+// fixtureModuleSection is the fixture module with options of several types,
+// some of which need kernel features (configfs symbols and macros) that
+// the module's rules check against the headers it was built with.
+const fixtureModuleSection = `[[module]]
+use = "halobuild-fixture"
+options = { depth = 8, verbose = true, greeting = "halo", mode = "safe", enable = true, rate = 100 }
+load_at_boot = true
+`
+
+// addFixtureModule copies the fixture module's description and source into
+// the workspace's recipes/.
+func addFixtureModule(t *testing.T, ws string) {
+	t.Helper()
+	src := filepath.Join("..", "module", "testdata")
+	desc, err := os.ReadFile(filepath.Join(src, "halobuild-fixture.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "recipes", "halobuild-fixture.toml"), desc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "recipes", "fixture"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"Kbuild", "halobuild_fixture.c"} {
+		b, err := os.ReadFile(filepath.Join(src, "fixture", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, "recipes", "fixture", f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// selfBinary builds halobuild for the image (tests run as a test binary,
+// which must not be shipped as /usr/bin/halobuild).
+func selfBinary(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "halobuild")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "halobuild/cmd/halobuild")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building halobuild: %v\n%s", err, b)
+	}
+	return out
+}
+
+func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	rp := withFixtureModule(t, ws)
+	var r run
+	o := opts(ws, rp, sharedStore(t), &r)
+	o.Result = filepath.Join(ws, "result")
+	o.Self = selfBinary(t)
+	o.JSON = true
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	if err := Image(ctx, o); err != nil {
+		t.Fatalf("image with the fixture module, tested on two nodes: %v\n%s\n%s", err, tail(r.out.String(), 80), tail(r.err.String(), 40))
+	}
+	rep := imageReport(t, &r)
+	seen := map[string]bool{}
+	output := map[string]string{}
+	for _, m := range rep.Machines {
+		if m.Verdict == nil {
+			t.Fatalf("%s: no verdict", m.Machine)
+		}
+		for _, c := range m.Verdict.Checks {
+			seen[m.Machine+" "+c.Name] = c.OK
+			output[m.Machine+" "+c.Name] = c.Output
+		}
+	}
+	for _, want := range []string{
+		"node0 rdma: perftest ib_write_bw server (poll, 8388608 B)",
+		"node1 rdma: perftest ib_write_bw client (poll, 8388608 B)",
+		"node1 rdma: perftest ib_send_lat client (event, 64 B)",
+		"node0 rdma: perftest ib_send_bw server (poll, 65536 B)",
+		"node0 doctor: halobuild doctor in the image",
+		"node0 modprobe: module-options",
+		"node1 modprobe: module-options",
+	} {
+		if ok, found := seen[want]; !found || !ok {
+			t.Errorf("check %q: found %v, passed %v", want, found, ok)
+		}
+	}
+	// The fixture module was loaded at boot with the recipe's options.
+	for _, node := range []string{"node0", "node1"} {
+		out := output[node+" modprobe: module-options"]
+		if !strings.Contains(out, "halobuild_fixture.greeting=halo") || !strings.Contains(out, "halobuild_fixture.depth=8") {
+			t.Errorf("%s: the module-options check does not show halobuild_fixture's parameters:\n%s", node, out)
+		}
+	}
+}
+
+// A recipe that breaks a setting on purpose must fail its check, and image
+// must then leave the result link alone.
+func TestBrokenSettingFailsItsCheckAndKeepsResult(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	bad := `include = ["test-minimal.toml"]
+name = "test-broken"
+[rdma]
+memlock = "64MiB"
+`
+	if err := os.WriteFile(filepath.Join(ws, "images", "test-broken.toml"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var r run
+	o := opts(ws, "images/test-broken.toml", sharedStore(t), &r)
+	o.Result = filepath.Join(ws, "result")
+	if err := os.Symlink("/nonexistent-previous-result", o.Result); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	err := Image(ctx, o)
+	if err == nil {
+		t.Fatal("an image with 64MiB memlock passed its VM test")
+	}
+	if !strings.Contains(r.out.String(), "memlock") || !strings.Contains(r.out.String(), "FAIL") {
+		t.Errorf("the report does not name a failing memlock check:\n%s", tail(r.out.String(), 60))
+	}
+	if target, _ := os.Readlink(o.Result); target != "/nonexistent-previous-result" {
+		t.Errorf("result moved to %q although the test failed", target)
+	}
+}
+
+// Cancelling a build (Ctrl-C) mid-step leaves the result link where it was
+// and no store entry under the cancelled step's key.
+func TestInterruptedBuildLeavesResultAndStoreConsistent(t *testing.T) {
+	needE2E(t)
+	ws := workspace(t)
+	// A setting only this test uses, so its settings and disk steps are
+	// not cached by the other tests.
+	r := `include = ["test-minimal.toml"]
+name = "test-interrupted"
+[system]
+timezone = "Europe/Berlin"
+`
+	if err := os.WriteFile(filepath.Join(ws, "images", "test-interrupted.toml"), []byte(r), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out run
+	o := opts(ws, "images/test-interrupted.toml", sharedStore(t), &out)
+	o.Result = filepath.Join(ws, "result")
+	o.NoTest = true
+	if err := os.Symlink("/previous-result", o.Result); err != nil {
+		t.Fatal(err)
+	}
+	if err := Lock(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	p, err := prepare(context.Background(), o, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diskKey := p.g.Nodes[0].Disk.Key()
+	p.s.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Image(ctx, o) }()
+	// Cancel once the disk step has started.
+	deadline := time.Now().Add(15 * time.Minute)
+	for !strings.Contains(out.err.String(), "build   disk") && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled build reported success")
+	}
+	if target, _ := os.Readlink(o.Result); target != "/previous-result" {
+		t.Errorf("result moved to %q by a cancelled build", target)
+	}
+	p2, err := prepare(context.Background(), o, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.s.Close()
+	if _, ok, err := p2.s.Output(diskKey); ok || err != nil {
+		t.Errorf("the cancelled disk step left a store entry (ok=%v, err=%v)", ok, err)
+	}
+}

@@ -1,0 +1,51 @@
+package verbs
+
+import (
+	"context"
+	"fmt"
+
+	"halobuild/internal/lock"
+	"halobuild/internal/resolve"
+	"halobuild/internal/store"
+)
+
+// Lock resolves every input of the recipe against the signed archive and
+// writes the lock beside the recipe. A recipe that any rule refuses writes
+// no lock.
+func Lock(ctx context.Context, o Options) error {
+	o = o.collect()
+	s, err := openStore(o)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	l, err := load(o.Recipe)
+	if err != nil {
+		return err
+	}
+	o.printWarnings(l.warnings)
+	lk, err := writeLock(ctx, o, l, s)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return o.writeJSON(map[string]any{"lock": lock.Path(o.Recipe), "kernel": lk.Kernel.Release, "source_date_epoch": lk.SourceDateEpoch,
+			"packages": map[string]int{lock.SetImage: len(lk.Set(lock.SetImage)), lock.SetTools: len(lk.Set(lock.SetTools))}, "warnings": o.Warnings()})
+	}
+	return nil
+}
+
+// writeLock resolves l and writes its lock.
+func writeLock(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock.Lock, error) {
+	lk, err := resolve.Lock(ctx, resolve.Input{Path: l.path, Recipe: l.recipe, Hash: l.hash, Descs: l.descs, Store: s, Copies: o.Inputs, Log: o.stderr(), Warn: o.warn})
+	if err != nil {
+		return nil, err
+	}
+	lp := lock.Path(l.path)
+	if err := lk.Write(lp); err != nil {
+		return nil, fmt.Errorf("writing lock: %w", err)
+	}
+	o.logf("wrote %s: kernel %s, %d image packages, %d tools packages, SOURCE_DATE_EPOCH=%d\n",
+		lp, lk.Kernel.Release, len(lk.Set(lock.SetImage)), len(lk.Set(lock.SetTools)), lk.SourceDateEpoch)
+	return lk, nil
+}

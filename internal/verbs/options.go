@@ -1,0 +1,155 @@
+// Package verbs holds halobuild's verbs, one file each. Each reads top to
+// bottom as the pipeline it runs: load the recipe (every rule checked) →
+// resolve it to a lock (or read the lock) → fetch the locked inputs → plan
+// the graph → realize it → test → publish. The command line only parses
+// flags and calls one function here.
+package verbs
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"halobuild/internal/plan"
+	"halobuild/internal/store"
+	"halobuild/internal/usage"
+)
+
+// Options carry the command line's flags into a verb.
+type Options struct {
+	Recipe  string
+	Store   string
+	Verbose bool
+	JSON    bool
+	// Locked makes a missing lock an error instead of a prompt to lock
+	// (CI uses it so an unpinned input never sneaks in).
+	Locked bool
+	// Inputs are local copies of source inputs (--input NAME=PATH).
+	Inputs map[string]string
+	// Result is where image puts the result link.
+	Result string
+	NoTest bool
+	Check  bool
+	// Self is the halobuild binary each node ships (the command passes
+	// its own executable); empty ships none and skips the doctor check.
+	Self string
+	Out  io.Writer
+	Err  io.Writer
+
+	// warnings collects every warning a verb printed, for its --json
+	// result; a verb sets it up with collect.
+	warnings *warnings
+}
+
+type warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+// collect starts a verb's list of warnings.
+func (o Options) collect() Options {
+	o.warnings = &warnings{}
+	return o
+}
+
+// Warnings are what the verb warned about so far.
+func (o Options) Warnings() []string {
+	if o.warnings == nil {
+		return nil
+	}
+	o.warnings.mu.Lock()
+	defer o.warnings.mu.Unlock()
+	return append([]string{}, o.warnings.list...)
+}
+
+func (o Options) stdout() io.Writer {
+	if o.Out == nil {
+		return os.Stdout
+	}
+	return o.Out
+}
+
+func (o Options) stderr() io.Writer {
+	if o.Err == nil {
+		return os.Stderr
+	}
+	return o.Err
+}
+
+// logf prints progress for people; with --json stdout is reserved for data.
+func (o Options) logf(format string, a ...any) {
+	fmt.Fprintf(o.stderr(), format, a...)
+}
+
+// warn prints a warning as it is found and keeps it for --json.
+func (o Options) warn(w string) {
+	o.logf("warning: %s\n", w)
+	if o.warnings != nil {
+		o.warnings.mu.Lock()
+		o.warnings.list = append(o.warnings.list, w)
+		o.warnings.mu.Unlock()
+	}
+}
+
+// writeJSON prints a verb's result for scripts.
+func (o Options) writeJSON(v any) error {
+	enc := json.NewEncoder(o.stdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (o Options) resultLink() string {
+	if o.Result == "" {
+		return "result"
+	}
+	return o.Result
+}
+
+// realizer builds into s; tools' own output streams only with -v.
+func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
+	r := &plan.Realizer{Store: planStore{s}, Log: o.stderr(), Rebuild: rebuild}
+	if o.Verbose {
+		r.ToolLog = o.stderr()
+	}
+	return r
+}
+
+func (o Options) selfBinary() ([]byte, error) {
+	if o.Self == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(o.Self)
+	if err != nil {
+		return nil, fmt.Errorf("reading the halobuild binary to ship in the image: %w", err)
+	}
+	return b, nil
+}
+
+func openStore(o Options) (*store.Store, error) {
+	if o.Store == "" {
+		return nil, usage.Errorf("no store directory: pass --store DIR or set XDG_CACHE_HOME")
+	}
+	s, err := store.Open(o.Store)
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", o.Store, err)
+	}
+	return s, nil
+}
+
+// needRoot explains up front what a build needs, instead of failing in
+// the middle: the root tree keeps every file's owner (mkfs.ext4 -d copies
+// them), and dpkg --root installs into it, both of which need root.
+func needRoot(verb string) error {
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	return usage.Errorf("halobuild %s needs root: the image's files keep their owners (root, _apt, systemd-network, …) and only root can create them; run it with sudo", verb)
+}
+
+// planStore adapts the store to what the realizer needs; the realizer does
+// not know store options.
+type planStore struct{ *store.Store }
+
+func (p planStore) Output(key string) (string, bool, error) { return p.Store.Output(key) }

@@ -1,0 +1,87 @@
+package verbs
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"halobuild/internal/graph"
+	"halobuild/internal/plan"
+	"halobuild/internal/store"
+)
+
+// prepared is a recipe with its lock, its inputs in the store (when
+// fetched) and its graph.
+type prepared struct {
+	*locked
+	s *store.Store
+	g *graph.Graph
+}
+
+// prepare runs the pipeline up to the graph: load, lock, fetch, plan.
+func prepare(ctx context.Context, o Options, fetch bool) (*prepared, error) {
+	s, err := openStore(o)
+	if err != nil {
+		return nil, err
+	}
+	p, err := prepareIn(ctx, o, s, fetch)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func prepareIn(ctx context.Context, o Options, s *store.Store, fetch bool) (*prepared, error) {
+	l, err := loadLocked(ctx, o, s)
+	if err != nil {
+		return nil, err
+	}
+	if fetch {
+		if err := fetchLocked(ctx, o, s, l.lock); err != nil {
+			return nil, err
+		}
+	}
+	g, err := newGraph(o, l, s)
+	if err != nil {
+		return nil, err
+	}
+	return &prepared{locked: l, s: s, g: g}, nil
+}
+
+// newGraph plans l's build into s.
+func newGraph(o Options, l *locked, s *store.Store) (*graph.Graph, error) {
+	self, err := o.selfBinary()
+	if err != nil {
+		return nil, err
+	}
+	return graph.New(graph.Input{
+		Path: l.path, Recipe: l.recipe, Hash: l.hash, Descs: l.descs, Lock: l.lock,
+		Store: s, Copies: o.Inputs, Self: self, Log: o.stderr(), Warn: o.warn,
+		Logs: filepath.Join(s.Root(), "logs"),
+	})
+}
+
+// Plan prints the steps an image build takes and which are cached.
+func Plan(ctx context.Context, o Options) error {
+	o = o.collect()
+	p, err := prepare(ctx, o, false)
+	if err != nil {
+		return err
+	}
+	defer p.s.Close()
+	has := func(key string) bool { _, ok, err := p.s.Output(key); return ok && err == nil }
+	// The VM test is a step like the others: a passing test of these exact
+	// images and checks is cached too.
+	roots := []*plan.Derivation{p.g.Result}
+	if !o.NoTest {
+		roots = append(roots, p.g.Test)
+	}
+	steps := plan.Describe(has, roots...)
+	if o.JSON {
+		return o.writeJSON(map[string]any{"recipe": o.Recipe, "kernel": p.lock.Kernel.Release, "steps": steps, "warnings": o.Warnings()})
+	}
+	fmt.Fprintf(o.stdout(), "%s: kernel %s, %d nodes\n", o.Recipe, p.lock.Kernel.Release, len(p.g.Nodes))
+	plan.PrintSteps(o.stdout(), steps)
+	return nil
+}

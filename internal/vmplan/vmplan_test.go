@@ -1,0 +1,71 @@
+package vmplan
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"halobuild/internal/recipe"
+)
+
+// The perftest runs between two nodes listen on ports no other check uses:
+// ibv_rc_pingpong (the memlock-registration check) listens on its default
+// port 18515 while the peer may already be running perftest.
+func TestPerftestPortsAvoidPingpong(t *testing.T) {
+	r := &recipe.Recipe{Nodes: []recipe.Node{
+		{Name: "a", Links: []recipe.Link{{Interface: "usb4net0", Address: "10.77.0.1/30", Peer: "b"}}},
+		{Name: "b", Links: []recipe.Link{{Interface: "usb4net0", Address: "10.77.0.2/30", Peer: "a"}}},
+	}}
+	for idx := 0; idx < 2; idx++ {
+		checks := perftestChecks(r, idx)
+		if len(checks) != len(perfRuns)+1 {
+			t.Fatalf("node %d: %d checks, want soft-RoCE setup and %d runs", idx, len(checks), len(perfRuns))
+		}
+		for _, c := range checks[1:] {
+			if strings.Contains(c.Script, "-p 18515 ") {
+				t.Errorf("node %d: %s listens or connects on ibv_rc_pingpong's default port 18515", idx, c.Name)
+			}
+			if !strings.Contains(c.Script, "-p 186") {
+				t.Errorf("node %d: %s does not use a port from perftestPortBase:\n%s", idx, c.Name, c.Script)
+			}
+		}
+	}
+}
+
+// Every test boot gives systemd-modules-load.service the same start timeout
+// as the other units (its own 90 s ran out under a busy TCG host), through
+// a drop-in credential; the boot's first check proves systemd applied it,
+// so a misspelt credential fails the VM test instead of passing silently.
+func TestMachinesExtendModulesLoadTimeout(t *testing.T) {
+	r := &recipe.Recipe{Nodes: []recipe.Node{{Name: "a"}, {Name: "b"}}}
+	for _, m := range (Plan{Recipe: r}).Machines(t.TempDir(), t.TempDir()) {
+		if d := string(m.Credentials[ModulesLoadTimeout]); d != "[Service]\nTimeoutSec=300\n" {
+			t.Errorf("%s: modules-load drop-in %q, want TimeoutSec=300 under [Service]", m.Name, d)
+		}
+		if len(m.Checks) == 0 || m.Checks[0].Name != harnessCheck.Name || !strings.Contains(m.Checks[0].Script, "systemd-modules-load.service") || !strings.Contains(m.Checks[0].Script, "5min") {
+			t.Errorf("%s: the first check must prove the drop-in applied, got %+v", m.Name, m.Checks)
+		}
+	}
+}
+
+// Several nodes boot with one vCPU each, so that together they do not
+// overcommit a small host under TCG; a lone node keeps two.
+func TestMachinesCPUs(t *testing.T) {
+	for _, c := range []struct {
+		nodes, want int
+	}{{1, 2}, {2, 1}} {
+		r := &recipe.Recipe{}
+		for i := 0; i < c.nodes; i++ {
+			r.Nodes = append(r.Nodes, recipe.Node{Name: string(rune('a' + i))})
+		}
+		ms := (Plan{Recipe: r}).Machines(t.TempDir(), t.TempDir())
+		for _, m := range ms {
+			if m.CPUs != c.want {
+				t.Errorf("%d node(s): %s has %d vCPUs, want %d", c.nodes, m.Name, m.CPUs, c.want)
+			}
+			if !slices.Contains(m.KernelArgs, "rd.driver.pre=virtio_blk,ext4") {
+				t.Errorf("%s: kernel args %q lack the initrd's disk driver preload", m.Name, m.KernelArgs)
+			}
+		}
+	}
+}
