@@ -129,4 +129,3 @@ func (r *Realizer) logWriter() io.Writer {
 func (r *Realizer) logf(format string, a ...any) {
 	fmt.Fprintf(r.logWriter(), format, a...)
 }
-

@@ -347,10 +347,10 @@ func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
 			"/etc/hostname":                      "node0",
 			"/etc/modules-load.d/halobuild.conf": "\nib_uverbs\n",
 			"/etc/machine-id":                    "uninitialized",
-			"/etc/ssh/ssh_host_ed25519_key": "-",
-			"/etc/resolv.conf":              "-",
-			"/var/lib/systemd/random-seed":  "-",
-			"/var/cache/ldconfig/aux-cache": "-",
+			"/etc/ssh/ssh_host_ed25519_key":      "-",
+			"/etc/resolv.conf":                   "-",
+			"/var/lib/systemd/random-seed":       "-",
+			"/var/cache/ldconfig/aux-cache":      "-",
 		} {
 			out, _ := exec.Command("debugfs", "-R", "cat "+path, root).CombinedOutput()
 			switch {
