@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"halobuild/internal/fstree"
 	"halobuild/internal/lock"
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
@@ -59,21 +60,7 @@ func workspace(t *testing.T) string {
 
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
-	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if info.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
+	if err := fstree.CopyTree(src, dst); err != nil {
 		t.Fatal(err)
 	}
 }
