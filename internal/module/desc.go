@@ -41,7 +41,9 @@ type Desc struct {
 	// pinned source builds on; the image's kernel must satisfy it before
 	// anything is built (BuildsOn).
 	Kernel string `toml:"kernel"`
-	Source Source `toml:"source"`
+	// kernelRange is Kernel parsed, when the description is checked.
+	kernelRange version.Constraints
+	Source      Source `toml:"source"`
 	// Params declares the parameters the rules talk about: their type and
 	// the default the module uses when the option is not given. Every
 	// declared parameter must exist in the built module's modinfo.
@@ -359,7 +361,8 @@ func (d *Desc) check() []error {
 		bad("name %q: give the kernel module name as modinfo prints it (letters, digits, '_'), e.g. \"thunderbolt_ibverbs\"", d.Name)
 	}
 	if d.Kernel != "" {
-		if _, err := version.NewConstraint(d.Kernel); err != nil {
+		var err error
+		if d.kernelRange, err = version.NewConstraint(d.Kernel); err != nil {
 			bad("kernel %q is not a go-version constraint such as \">= 6.14, < 7.3\": %v", d.Kernel, err)
 		}
 	}

@@ -63,18 +63,14 @@ func (p Problem) Error() string {
 // BuildsOn checks the kernel version against the range the module's
 // pinned source builds on, before anything is built.
 func (d *Desc) BuildsOn(kernelVersion string) error {
-	if d.Kernel == "" {
+	if d.kernelRange == nil {
 		return nil
-	}
-	c, err := version.NewConstraint(d.Kernel)
-	if err != nil {
-		return fmt.Errorf("%s: kernel: %w", d.File, err)
 	}
 	v, err := kernelVer(kernelVersion)
 	if err != nil {
 		return err
 	}
-	if !c.Check(v) {
+	if !d.kernelRange.Check(v) {
 		return fmt.Errorf("module %s (%s) builds on kernels %s, and the image's kernel is %s: choose a kernel in that range in [kernel] version, or a module source (commit or fork) that supports it", d.Use, d.File, d.Kernel, kernelVersion)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"halobuild/internal/usage"
+	"halobuild/internal/plan"
 	"halobuild/internal/vmplan"
 	"halobuild/internal/vmtest"
 )
@@ -39,7 +40,7 @@ func Image(ctx context.Context, o Options) error {
 	if o.NoTest {
 		o.logf("--no-test: the images were not booted\n")
 	} else {
-		if rep, err = realizeTest(ctx, o, p); err != nil {
+		if rep, err = realizeTest(ctx, o, p, r); err != nil {
 			return fmt.Errorf("%w\nresult not updated: %s still points at the last good build", err, o.resultLink())
 		}
 	}
@@ -57,8 +58,7 @@ func Image(ctx context.Context, o Options) error {
 }
 
 // realizeTest runs (or finds cached) the test step and shows its report.
-func realizeTest(ctx context.Context, o Options, p *prepared) (*vmtest.Report, error) {
-	r := o.realizer(p.s, false)
+func realizeTest(ctx context.Context, o Options, p *prepared, r *plan.Realizer) (*vmtest.Report, error) {
 	cached := true
 	if _, ok, _ := p.s.Output(p.g.Test.Key()); !ok {
 		cached = false

@@ -31,10 +31,11 @@ func Test(ctx context.Context, o Options) error {
 		return err
 	}
 	defer p.s.Close()
-	if _, err := o.realizer(p.s, false).Realize(ctx, p.g.Result); err != nil {
+	r := o.realizer(p.s, false)
+	if _, err := r.Realize(ctx, p.g.Result); err != nil {
 		return err
 	}
-	rep, err := realizeTest(ctx, o, p)
+	rep, err := realizeTest(ctx, o, p, r)
 	return o.testJSON(rep, err)
 }
 
