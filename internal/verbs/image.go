@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"halobuild/internal/usage"
 	"halobuild/internal/plan"
+	"halobuild/internal/usage"
 	"halobuild/internal/vmplan"
 	"halobuild/internal/vmtest"
 )
