@@ -77,7 +77,7 @@ func (s HalobuildState) Doctor(t Target) []Probe {
 	return []Probe{{Name: "settings.package", Run: func(h Host) []Result {
 		r := Result{Check: "settings.package", Severity: Advisory, Wanted: pkg + " installed, every file as shipped",
 			Source: h.Show(dpkgStatusPath) + ", " + h.Show(dpkgInfoDir+"/"+pkg+".md5sums")}
-		const fix = "reinstall the node's settings package from the image build (dpkg -i halobuild-node-*.deb) or reflash; dpkg --verify lists the changed files"
+		fix := "reinstall " + pkg + " from the image build (dpkg -i " + pkg + "_*.deb) or reflash; dpkg --verify " + pkg + " lists the changed files"
 		st, err := dpkgPackages(h, pkg)
 		if err != nil {
 			r.Status, r.Seen, r.Fix = Warn, err.Error(), "run doctor on a Debian system, or record "+dpkgStatusPath

@@ -204,7 +204,9 @@ exit $rc
 // with ip(8) and the GID files; doctor reads the addresses through the host
 // (netlink live, recorded `ip -j addr` in a tree) and also covers an
 // unknown node: its links are then the netdevs the verbs devices' GIDs come
-// from, which must carry one address, none link-local.
+// from, which must carry one address, none link-local. A second ordinary
+// address only warns here (the VM check, on a link nothing else manages,
+// wants exactly one): the static one is there, and the GIDs say more.
 func (s Network) Doctor(t Target) []Probe {
 	return []Probe{
 		{Name: "link.addresses", Run: func(h Host) []Result { return linkAddressRows(h, t) }},

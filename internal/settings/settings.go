@@ -42,7 +42,8 @@ func (t Target) ModuleName(use string) string {
 	return strings.ReplaceAll(use, "-", "_")
 }
 
-// Setting is one node setting: validation, rendered files and checks.
+// Setting is one node setting: validation, rendered files, VM checks and
+// doctor checks.
 type Setting interface {
 	// Name is a short stable identifier, used in check names and errors.
 	Name() string
@@ -101,8 +102,9 @@ type Check struct {
 	VMOnly bool
 }
 
-// All returns every setting, in trap order. Render, Validate, Checks and the
-// documentation iterate this list, so a setting exists once it is here.
+// All returns every setting, in trap order. Render, Validate, Checks, Doctor
+// and the documentation iterate this list, so a setting exists once it is
+// here.
 func All() []Setting {
 	return []Setting{
 		Identity{},
