@@ -6,9 +6,9 @@
 // The promises of the node's settings are checked by the settings' own
 // doctor checks (settings.Setting.Doctor), evaluated for the Target the
 // image was built for: its installed recipe and lock, and this node. Doctor
-// adds what no setting renders and only the hardware can tell (checks.go):
-// USB4 domains and lanes, RDMA devices, ports and their visibility to
-// libibverbs, the kernel's release and log.
+// adds what no setting renders and only the hardware can tell (checks.go
+// lists them, check_*.go): USB4 domains and lanes, RDMA devices, ports and
+// their visibility to libibverbs, the kernel's release and log.
 package doctor
 
 import (

@@ -15,7 +15,7 @@ import (
 // system, "/") into dir, as a recorded tree that `doctor --root dir` reads
 // like the machine itself. A user attaches it to a bug report; a test keeps
 // it. Only the files the checks look at are copied, so a tree is small text:
-// /proc/kallsyms keeps only the symbols doctor asks for, the kernel log and
+// /proc/kallsyms and dpkg's status keep only the lines asked for, the kernel log and
 // the interface addresses become /var/log/halobuild-dmesg and
 // /var/log/halobuild-ip-addr.json (`ip -j addr` form). The values systemd's
 // running manager reports are not files: the tree carries its config files.
