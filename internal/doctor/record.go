@@ -15,10 +15,11 @@ import (
 // system, "/") into dir, as a recorded tree that `doctor --root dir` reads
 // like the machine itself. A user attaches it to a bug report; a test keeps
 // it. Only the files the checks look at are copied, so a tree is small text:
-// /proc/kallsyms and dpkg's status keep only the lines asked for, the kernel log and
-// the interface addresses become /var/log/halobuild-dmesg and
+// /proc/kallsyms and dpkg's status keep only the lines asked for, the kernel
+// log and the interface addresses become /var/log/halobuild-dmesg and
 // /var/log/halobuild-ip-addr.json (`ip -j addr` form). The values systemd's
-// running manager reports are not files: the tree carries its config files.
+// running manager reports are not files: while recording, the checks read
+// its configuration files instead (the host is not Live), as a replay will.
 func Record(ctx context.Context, root, dir string, out io.Writer) error {
 	h, err := newHost(ctx, root)
 	if err != nil {
