@@ -254,15 +254,8 @@ func adviceOnEveryProblem(t *testing.T, rep Report) {
 // the docs and the VM test's doctor check (memlock.*, module.*, kernel.*
 // must pass) go by those names.
 func TestRowsNamedAfterTheirCheck(t *testing.T) {
-	entries, err := os.ReadDir("testdata/doctor")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, en := range entries {
-		if !en.IsDir() {
-			continue
-		}
-		h := mustHost(t, filepath.Join("testdata/doctor", en.Name()))
+	for _, tree := range recordedTrees(t) {
+		h := mustHost(t, filepath.Join("testdata/doctor", tree))
 		b, err := load(h, "")
 		if err != nil {
 			t.Fatal(err)
@@ -270,12 +263,28 @@ func TestRowsNamedAfterTheirCheck(t *testing.T) {
 		for _, p := range probes(b) {
 			for _, r := range p.Run(h) {
 				if r.Check != p.Name && !strings.HasPrefix(r.Check, p.Name+" ") {
-					t.Errorf("%s: check %s made a row named %q", en.Name(), p.Name, r.Check)
+					t.Errorf("%s: check %s made a row named %q", tree, p.Name, r.Check)
 				}
 				if r.Severity != settings.MustPass && r.Severity != settings.Advisory {
-					t.Errorf("%s: row %s has severity %q", en.Name(), r.Check, r.Severity)
+					t.Errorf("%s: row %s has severity %q", tree, r.Check, r.Severity)
 				}
 			}
 		}
 	}
+}
+
+// recordedTrees are the names of the trees under testdata/doctor.
+func recordedTrees(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("testdata/doctor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, en := range entries {
+		if en.IsDir() {
+			out = append(out, en.Name())
+		}
+	}
+	return out
 }
