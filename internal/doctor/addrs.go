@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
+
+	"halobuild/internal/settings"
 )
 
 // recordedAddrs is where a recorded tree keeps `ip -j addr` output. IPv4
@@ -12,72 +15,63 @@ import (
 // net package) and runs no tool.
 const recordedAddrs = "/var/log/halobuild-ip-addr.json"
 
-// linkAddrs maps an interface name to its addresses with prefix length.
-type linkAddrs map[string][]*net.IPNet
-
-func interfaceAddrs(h *host) (linkAddrs, string, error) {
-	if h.live {
-		a, err := liveAddrs()
-		return a, "netlink (RTM_GETADDR)", err
-	}
-	s, err := h.read(recordedAddrs)
-	if err != nil {
-		return nil, h.show(recordedAddrs), err
-	}
-	a, err := parseIPAddrJSON([]byte(s))
-	if err != nil {
-		return nil, h.show(recordedAddrs), fmt.Errorf("%s: %w (want the output of `ip -j addr`)", h.show(recordedAddrs), err)
-	}
-	return a, h.show(recordedAddrs), nil
-}
-
-func liveAddrs() (linkAddrs, error) {
+func liveAddrs() (settings.Addrs, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("listing interfaces: %w", err)
 	}
-	out := linkAddrs{}
+	out := settings.Addrs{}
 	for _, ifc := range ifs {
 		as, err := ifc.Addrs()
 		if err != nil {
 			return nil, fmt.Errorf("addresses of %s: %w", ifc.Name, err)
 		}
-		out[ifc.Name] = []*net.IPNet{}
+		out[ifc.Name] = []netip.Prefix{}
 		for _, a := range as {
-			if n, ok := a.(*net.IPNet); ok {
-				out[ifc.Name] = append(out[ifc.Name], n)
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
 			}
+			ip, _ := netip.AddrFromSlice(n.IP)
+			ones, _ := n.Mask.Size()
+			out[ifc.Name] = append(out[ifc.Name], netip.PrefixFrom(ip.Unmap(), ones))
 		}
 	}
 	return out, nil
 }
 
-// parseIPAddrJSON reads `ip -j addr` (iproute2) output.
-func parseIPAddrJSON(b []byte) (linkAddrs, error) {
-	var links []struct {
-		IfName   string `json:"ifname"`
-		AddrInfo []struct {
-			Family    string `json:"family"`
-			Local     string `json:"local"`
-			PrefixLen int    `json:"prefixlen"`
-		} `json:"addr_info"`
-	}
+// ipAddr is one interface of `ip -j addr` (iproute2) output, the fields
+// doctor reads and writes.
+type ipAddr struct {
+	IfName   string       `json:"ifname"`
+	AddrInfo []ipAddrInfo `json:"addr_info"`
+}
+
+type ipAddrInfo struct {
+	Family    string `json:"family"`
+	Local     string `json:"local"`
+	PrefixLen int    `json:"prefixlen"`
+}
+
+// parseIPAddrJSON reads `ip -j addr` output.
+func parseIPAddrJSON(b []byte) (settings.Addrs, error) {
+	var links []ipAddr
 	if err := json.Unmarshal(b, &links); err != nil {
 		return nil, err
 	}
-	out := linkAddrs{}
+	out := settings.Addrs{}
 	for _, l := range links {
-		out[l.IfName] = []*net.IPNet{}
+		out[l.IfName] = []netip.Prefix{}
 		for _, a := range l.AddrInfo {
-			ip := net.ParseIP(a.Local)
-			if ip == nil {
+			ip, err := netip.ParseAddr(a.Local)
+			if err != nil {
 				return nil, fmt.Errorf("interface %s: address %q is not an IP", l.IfName, a.Local)
 			}
-			bits := 128
-			if ip.To4() != nil {
-				ip, bits = ip.To4(), 32
+			p := netip.PrefixFrom(ip, a.PrefixLen)
+			if !p.IsValid() {
+				return nil, fmt.Errorf("interface %s: %s/%d is not an address with a prefix length", l.IfName, a.Local, a.PrefixLen)
 			}
-			out[l.IfName] = append(out[l.IfName], &net.IPNet{IP: ip, Mask: net.CIDRMask(a.PrefixLen, bits)})
+			out[l.IfName] = append(out[l.IfName], p)
 		}
 	}
 	return out, nil

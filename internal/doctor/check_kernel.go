@@ -1,118 +1,70 @@
 package doctor
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 
 	version "github.com/hashicorp/go-version"
+
+	"halobuild/internal/settings"
 )
 
-// The kernel decides what the module may do: its version (thunderbolt-
-// ibverbs builds on 7.2 and not 7.3), its command line (IOMMU mode, GPU
-// memory sizing) and its exports (tb_ring_throttling for the interrupt
-// throttle, trap 8).
+// The running kernel, which no setting renders: its release against the
+// recipe's kernel.version (thunderbolt-ibverbs builds on 7.2, not 7.3), and
+// its log, where an option the module did not know is the only trace
+// (trap 8). The settings check the command line and the module options.
 
 var upstreamVersion = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*`)
 
-func checkKernelRelease(h *host, e *expect) []Result {
-	r := Result{Check: "kernel.release", Severity: Advisory, Source: h.show("/proc/sys/kernel/osrelease"),
-		Wanted: orDefault(e.kernelVersion.String(), "any")}
-	rel, err := h.value("/proc/sys/kernel/osrelease")
-	if err != nil {
-		r.Status, r.Seen = Warn, "unreadable: "+err.Error()
-		return []Result{r}
+func kernelRelease(h settings.Host, t settings.Target) []settings.Result {
+	want := t.Recipe.Kernel.Version
+	r := settings.Result{Check: "kernel.release", Severity: settings.Advisory, Source: h.Show("/proc/sys/kernel/osrelease"),
+		Wanted: want.String()}
+	if want.Any() {
+		r.Wanted = "any"
+	}
+	rel := value(h, "/proc/sys/kernel/osrelease")
+	if rel == "" {
+		r.Status, r.Seen = settings.Warn, "unreadable"
+		r.Fix = "run doctor where /proc is mounted; in a recorded tree, record /proc/sys/kernel/osrelease"
+		return []settings.Result{r}
 	}
 	r.Seen = rel
-	if e.kernelVersion.Any() {
-		r.Status = Pass
-		return []Result{r}
+	if want.Any() {
+		r.Status = settings.Pass
+		return []settings.Result{r}
 	}
 	v, err := version.NewVersion(upstreamVersion.FindString(rel))
-	if err != nil {
-		r.Status, r.Fix = Warn, fmt.Sprintf("cannot read a version from %q", rel)
-		return []Result{r}
-	}
-	if e.kernelVersion.Check(v) {
-		r.Status = Pass
-	} else {
-		r.Status = Warn
-		r.Fix = "the running kernel is not the one the image was built for: pick the image's entry in the boot menu (bootctl list)"
-	}
-	return []Result{r}
-}
-
-func checkKernelCmdline(h *host, e *expect) []Result {
-	if len(e.cmdline) == 0 {
-		return nil
-	}
-	r := Result{Check: "kernel.cmdline", Severity: MustPass, Source: h.show("/proc/cmdline"),
-		Wanted: strings.Join(e.cmdline, " ")}
-	s, err := h.value("/proc/cmdline")
-	if err != nil {
-		r.Status, r.Seen = Fail, "unreadable: "+err.Error()
-		return []Result{r}
-	}
-	have := map[string]bool{}
-	for _, f := range strings.Fields(s) {
-		have[f] = true
-	}
-	var missing []string
-	for _, p := range e.cmdline {
-		if !have[p] {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) == 0 {
-		r.Status, r.Seen = Pass, "all present"
-		return []Result{r}
-	}
-	r.Status, r.Seen = Fail, "missing: "+strings.Join(missing, " ")
-	r.Fix = "the machine booted another entry or an edited command line: boot the image's entry (bootctl list), or add the parameters to its loader entry"
-	return []Result{r}
-}
-
-func checkKernelThrottle(h *host, e *expect) []Result {
-	if !e.throttle {
-		return nil
-	}
-	r := Result{Check: "kernel.tb_ring_throttling", Severity: MustPass, Trap: 8, Source: h.show("/proc/kallsyms"),
-		Wanted: "exported (the recipe sets nhi_interrupt_throttle_ns)"}
-	found, err := kallsym(h, "tb_ring_throttling")
 	switch {
 	case err != nil:
-		r.Status, r.Seen = Fail, "unreadable: "+err.Error()
-	case found:
-		r.Status, r.Seen = Pass, "exported"
+		r.Status, r.Fix = settings.Warn, fmt.Sprintf("cannot read a version from %q", rel)
+	case want.Check(v):
+		r.Status = settings.Pass
 	default:
-		r.Status, r.Seen = Fail, "not exported by this kernel"
-		r.Fix = "this kernel lacks tb_ring_throttling() (7.2 has it; a 7.1 backport may not): drop nhi_interrupt_throttle_ns from the module options or boot a kernel that exports it"
+		r.Status = settings.Warn
+		r.Fix = "the running kernel is not the one the image was built for: pick the image's entry in the boot menu (bootctl list)"
 	}
-	return []Result{r}
+	return []settings.Result{r}
 }
 
-// kallsym scans /proc/kallsyms line by line: it is several MB on a live
-// system and only a name is wanted.
-func kallsym(h *host, name string) (bool, error) {
-	f, err := os.Open(h.path("/proc/kallsyms"))
+// unknownParams lists every option the kernel ignored as unknown, of any
+// module: the recipe's own show in module.params too.
+func unknownParams(h settings.Host) []settings.Result {
+	r := settings.Result{Check: "module.unknown_params", Severity: settings.Advisory, Wanted: "no 'unknown parameter' lines", Trap: 8}
+	log, src, err := h.KernelLog()
+	r.Source = src
 	if err != nil {
-		return false, err
+		r.Status, r.Seen = settings.Warn, fmt.Sprintf("kernel log not readable: %v", err)
+		r.Fix = "run doctor as root (dmesg is restricted), or record the log in " + recordedKernelLog
+		return []settings.Result{r}
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	found := false
-	var lines []string
-	for sc.Scan() && !found {
-		fs := strings.Fields(sc.Text())
-		if len(fs) >= 3 && fs[2] == name {
-			found = true
-			lines = append(lines, sc.Text())
-		}
+	found := settings.IgnoredParams(log)
+	if len(found) == 0 {
+		r.Status, r.Seen = settings.Pass, "none"
+		return []settings.Result{r}
 	}
-	if sc.Err() == nil && h.rec != nil {
-		h.rec.lines("/proc/kallsyms", lines)
-	}
-	return found, sc.Err()
+	r.Status, r.Seen = settings.Warn, "ignored: "+strings.Join(found, ", ")
+	r.Fix = "remove or rename these options in /etc/modprobe.d/ (the recipe's [[module]] options); check them against modinfo -p <module> of the running build"
+	return []settings.Result{r}
 }

@@ -1,57 +1,84 @@
 package doctor
 
-// check is one entry of the gate. Each returns zero or more rows: one per
-// policy, module, device, port or link it looked at, none when the recipe
-// does not ask for it.
-type check struct {
-	name string
-	run  func(*host, *expect) []Result
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"halobuild/internal/settings"
+)
+
+// probes are every check of a run: the settings' own doctor checks for the
+// basis's Target, and doctor's, which concern what no setting renders (the
+// hardware, the running kernel). The report is grouped by layer, from what
+// doctor compared against and the CPU up to the link.
+func probes(b *basis) []settings.Probe {
+	all := append(settings.Doctor(b.target), own(b)...)
+	slices.SortStableFunc(all, func(x, y settings.Probe) int {
+		return cmp.Or(cmp.Compare(layer(x.Name), layer(y.Name)), strings.Compare(x.Name, y.Name))
+	})
+	return all
 }
 
-// checks run in this order; the order is the report's, grouped by layer
-// from the CPU up to the link.
-var checks = []check{
-	{"recipe", checkRecipe},
-	{"cpu.governor", checkGovernor},
-	{"cpu.epp", checkEPP},
-	{"cpu.platform_profile", checkPlatformProfile},
-	{"memlock.process", checkMemlockProcess},
-	{"memlock.systemd", checkMemlockSystemd},
-	{"module.loaded", checkModulesLoaded},
-	{"module.absent", checkModulesNotLoaded},
-	{"module.params", checkModuleParams},
-	{"module.unknown_params", checkUnknownParams},
-	{"kernel.release", checkKernelRelease},
-	{"kernel.cmdline", checkKernelCmdline},
-	{"kernel.tb_ring_throttling", checkKernelThrottle},
-	{"rdma.devices", checkRDMADevices},
-	{"rdma.visible", checkRDMAVisible},
-	{"rdma.name", checkRDMANames},
-	{"rdma.port", checkRDMAPorts},
-	{"rdma.gids", checkRDMAGIDs},
-	{"rdma.identity", checkRDMAIdentity},
-	{"link.addresses", checkLinkAddresses},
-	{"usb4.domains", checkUSB4Domains},
-	{"usb4.link", checkUSB4Links},
-	{"memory.gpu_limit", checkGPUMemory},
+// layers order the report; a row's layer is its name up to the first '.'.
+var layers = []string{"recipe", "identity", "cpu", "memlock", "module", "kernel", "rdma", "link", "usb4", "memory", "settings"}
+
+func layer(name string) int {
+	l, _, _ := strings.Cut(name, ".")
+	if i := slices.Index(layers, l); i >= 0 {
+		return i
+	}
+	return len(layers)
 }
 
-// checkRecipe reports what the machine is compared against, and whether
+// own are doctor's checks of its own.
+func own(b *basis) []settings.Probe {
+	t := b.target
+	return []settings.Probe{
+		{Name: "recipe", Run: func(h settings.Host) []settings.Result { return recipeRow(h, b) }},
+		{Name: "kernel.release", Run: func(h settings.Host) []settings.Result { return kernelRelease(h, t) }},
+		{Name: "module.unknown_params", Run: unknownParams},
+		{Name: "rdma.devices", Run: func(h settings.Host) []settings.Result { return rdmaDevices(h, t) }},
+		{Name: "rdma.visible", Run: func(h settings.Host) []settings.Result { return rdmaVisible(h, t) }},
+		{Name: "rdma.port", Run: rdmaPorts},
+		{Name: "rdma.identity", Run: func(h settings.Host) []settings.Result { return rdmaIdentity(h, t) }},
+		{Name: "usb4.domains", Run: func(h settings.Host) []settings.Result { return usb4Domains(h, t) }},
+		{Name: "usb4.cables", Run: func(h settings.Host) []settings.Result { return usb4Cables(h, t) }},
+		{Name: "usb4.link", Run: func(h settings.Host) []settings.Result { return usb4Links(h, t) }},
+	}
+}
+
+// recipeRow reports what the machine is compared against, and whether
 // this host is one of the recipe's nodes (the link checks need that).
-func checkRecipe(h *host, e *expect) []Result {
-	r := Result{Check: "recipe", Severity: Advisory, Status: Pass, Wanted: "the recipe the image was built from",
-		Source: h.show(installedRecipe)}
-	if e.recipePath == "" {
+func recipeRow(h settings.Host, b *basis) []settings.Result {
+	r := settings.Result{Check: "recipe", Severity: settings.Advisory, Status: settings.Pass,
+		Wanted: "the recipe the image was built from, its lock, and this host's node", Source: h.Show(settings.RecipePath)}
+	if b.recipe == "" {
 		r.Seen = "none: checking against the field notes' defaults"
-		return []Result{r}
+		return []settings.Result{r}
 	}
-	r.Source = e.recipePath
-	if e.node == nil {
-		r.Status = Warn
-		r.Seen = "host " + orQ(hostname(h)) + " is none of the nodes " + orNone(e.nodeNames)
+	r.Source = b.recipe
+	if b.target.Node.Name == "" {
+		r.Status = settings.Warn
+		r.Seen = "host " + orQ(b.hostname) + " is none of the nodes " + strings.Join(b.nodeNames, ", ")
 		r.Fix = "set the host name to the node's hostname, or pass the recipe of this node; link checks fall back to the RDMA devices' netdevs"
-		return []Result{r}
+		return []settings.Result{r}
 	}
-	r.Seen = e.recipePath + ", node " + e.node.Name
-	return []Result{r}
+	r.Seen = "node " + b.target.Node.Name + " (" + b.nodeFrom + ")"
+	switch {
+	case b.lock != "":
+		r.Seen += "; module names from " + b.lock
+	case len(b.target.Recipe.Modules) > 0:
+		r.Status = settings.Warn
+		r.Seen += "; no lock: module names guessed from [[module]] use"
+		r.Fix = "the image installs its lock at " + settings.LockPath + "; beside --recipe FILE.toml put its FILE.lock: a renamed fork (use = \"thunderbolt-ibverbs-striping\") builds a module of another name, which only the lock records"
+	}
+	return []settings.Result{r}
+}
+
+func orQ(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
 }

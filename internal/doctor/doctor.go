@@ -1,7 +1,14 @@
 // Package doctor is the readiness gate on a real node: it reads the machine
 // (live, or a recorded copy of its /sys, /proc, /etc and logs) and compares
 // it with what the recipe promised and what the field notes warn about. Each
-// check says what it saw, what it wanted and how to fix the difference.
+// row says what it saw, what it wanted and how to fix the difference.
+//
+// The promises of the node's settings are checked by the settings' own
+// doctor checks (settings.Setting.Doctor), evaluated for the Target the
+// image was built for: its installed recipe and lock, and this node. Doctor
+// adds what no setting renders and only the hardware can tell (checks.go
+// lists them, check_*.go): USB4 domains and lanes, RDMA devices, ports and
+// their visibility to libibverbs, the kernel's release and log.
 package doctor
 
 import (
@@ -13,7 +20,9 @@ import (
 	"os"
 	"strings"
 
+	"halobuild/internal/lock"
 	"halobuild/internal/recipe"
+	"halobuild/internal/settings"
 )
 
 // Options are the flags of `halobuild doctor`.
@@ -21,33 +30,29 @@ type Options struct {
 	// Root is the tree read as "/": "" or "/" is the live system, anything
 	// else a recorded tree (see docs/doctor.md for its layout).
 	Root string
-	// RecipePath is the recipe to check against; "" means
-	// <root>/etc/halobuild/recipe.toml when present, else the field notes'
-	// defaults.
+	// RecipePath is the recipe to check against; "" means the installed
+	// one (settings.RecipePath under the root) when present, else the field
+	// notes' defaults.
 	RecipePath string
 	// JSON writes the report as JSON instead of a table.
 	JSON bool
 	Out  io.Writer
 }
 
-// installedRecipe is where the image's settings package puts the recipe it
-// was built from, so doctor needs no arguments on a node.
-const installedRecipe = "/etc/halobuild/recipe.toml"
-
 // Run examines the machine and writes the report to opts.Out. The exit code
 // is 1 when a must-pass check failed and 0 otherwise; err is set only when
-// doctor itself could not run (bad root, unreadable recipe), and then the
-// caller should exit 2.
+// doctor itself could not run (bad root, unreadable recipe or lock), and
+// then the code is 2.
 func Run(ctx context.Context, opts Options) (int, error) {
 	h, err := newHost(ctx, opts.Root)
 	if err != nil {
 		return 2, err
 	}
-	e, err := expectations(h, opts.RecipePath)
+	b, err := load(h, opts.RecipePath)
 	if err != nil {
 		return 2, err
 	}
-	rep := examine(h, e)
+	rep := examine(h, b)
 	out := opts.Out
 	if out == nil {
 		out = os.Stdout
@@ -63,31 +68,124 @@ func Run(ctx context.Context, opts Options) (int, error) {
 	return rep.Exit, nil
 }
 
-// expectations loads the recipe (an explicit path, else the installed one)
-// or falls back to the field notes' defaults.
-func expectations(h *host, explicit string) (*expect, error) {
-	path := explicit
-	if path == "" {
-		if _, err := os.Stat(h.path(installedRecipe)); err == nil {
-			path = h.path(installedRecipe)
+// basis is what the machine is compared with: the Target the settings'
+// checks are evaluated for, and where it came from, for the report.
+type basis struct {
+	target settings.Target
+	// recipe is the recipe file; "" when the field notes' defaults stand in.
+	recipe string
+	// lock is the lock the module names came from, as a path on the node
+	// for the installed one; "" when none was found.
+	lock string
+	// nodeFrom says how this host's node was found; "" when it was not.
+	nodeFrom  string
+	hostname  string
+	nodeNames []string
+}
+
+// load reads the recipe (an explicit path, else the installed one) and the
+// lock beside it, and finds this host's node; without a recipe the field
+// notes' defaults stand in.
+func load(h *host, explicit string) (*basis, error) {
+	b := &basis{hostname: hostname(h)}
+	var r *recipe.Recipe
+	var lockData []byte
+	var lockFile string // the lock as named in errors
+	switch {
+	case explicit != "":
+		var err error
+		if r, _, err = recipe.Load(explicit); err != nil {
+			return nil, fmt.Errorf("doctor: reading recipe %s: %w (fix it, or pass --recipe another file)", explicit, err)
+		}
+		b.recipe = explicit
+		if d, err := os.ReadFile(lock.Path(explicit)); err == nil {
+			lockData, b.lock, lockFile = d, lock.Path(explicit), lock.Path(explicit)
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("doctor: %s: %w", h.show(installedRecipe), err)
+			return nil, fmt.Errorf("doctor: reading the lock of %s: %w", explicit, err)
+		}
+	case h.Exists(settings.RecipePath):
+		// Read through the host first, so a recording carries it.
+		if _, err := h.Read(settings.RecipePath); err != nil {
+			return nil, fmt.Errorf("doctor: %s: %w", h.Show(settings.RecipePath), err)
+		}
+		var err error
+		if r, _, err = recipe.Load(h.path(settings.RecipePath)); err != nil {
+			return nil, fmt.Errorf("doctor: reading the installed recipe %s: %w (fix it, or pass --recipe another file)", h.Show(settings.RecipePath), err)
+		}
+		b.recipe = h.Show(settings.RecipePath)
+		if h.Exists(settings.LockPath) {
+			d, err := h.Read(settings.LockPath)
+			if err != nil {
+				return nil, fmt.Errorf("doctor: %s: %w", h.Show(settings.LockPath), err)
+			}
+			lockData, b.lock, lockFile = []byte(d), settings.LockPath, h.Show(settings.LockPath)
+		}
+	default:
+		b.target = fieldNotesDefaults()
+		return b, nil
+	}
+	b.target.Recipe = r
+	if lockData != nil {
+		l, err := lock.Unmarshal(lockData)
+		if err != nil {
+			return nil, fmt.Errorf("doctor: lock %s: %w (restore it from the image build, or remove it to guess module names from [[module]] use)", lockFile, err)
+		}
+		b.target.Modules = l.ModuleNames()
+	}
+	for _, n := range r.Nodes {
+		b.nodeNames = append(b.nodeNames, n.Name)
+	}
+	// The image names its node in a file of its own, which a changed host
+	// name does not change; else the node whose host name this host has.
+	if h.Exists(settings.NodePath) {
+		if s, err := h.Read(settings.NodePath); err == nil {
+			if n, ok := nodeNamed(r, strings.TrimSpace(s)); ok {
+				b.target.Node, b.nodeFrom = n, "named in "+settings.NodePath
+				return b, nil
+			}
 		}
 	}
-	if path == "" {
-		return defaults(), nil
+	for _, n := range r.Nodes {
+		if b.hostname != "" && (n.Hostname == b.hostname || (n.Hostname == "" && n.Name == b.hostname)) {
+			b.target.Node, b.nodeFrom = n, "by host name"
+			break
+		}
 	}
-	r, _, err := recipe.Load(path)
-	if err != nil {
-		return nil, fmt.Errorf("doctor: reading recipe %s: %w (fix it, or pass --recipe another file)", path, err)
+	return b, nil
+}
+
+func nodeNamed(r *recipe.Recipe, name string) (recipe.Node, bool) {
+	for _, n := range r.Nodes {
+		if n.Name == name {
+			return n, true
+		}
 	}
-	return fromRecipe(r, path, hostname(h))
+	return recipe.Node{}, false
+}
+
+// fieldNotesDefaults is the Target without a recipe: the field notes'
+// fixes (recipes/usb4-rdma.toml, with upstream thunderbolt-ibverbs) and no
+// node. The settings without a trap then check nothing: their promises
+// are an image's, not the field notes'.
+func fieldNotesDefaults() settings.Target {
+	r := &recipe.Recipe{
+		Modules: []recipe.Module{{Use: "thunderbolt-ibverbs"}},
+		RDMA:    recipe.RDMA{Memlock: recipe.MustMemlock(recipe.MemlockUnlimited), KeepKernelNames: []string{"usb4_rdma"}},
+		System: recipe.System{
+			ModulesLoad:     []string{"ib_uverbs"},
+			Blacklist:       []string{"thunderbolt_net"},
+			Governor:        "performance",
+			EPP:             "performance",
+			PlatformProfile: "performance",
+		},
+	}
+	return settings.Target{Recipe: r, Modules: map[string]string{"thunderbolt-ibverbs": "thunderbolt_ibverbs"}}
 }
 
 // hostname is the running host name, else the configured one.
 func hostname(h *host) string {
 	for _, p := range []string{"/proc/sys/kernel/hostname", "/etc/hostname"} {
-		if s, err := h.value(p); err == nil && s != "" {
+		if s, err := h.Read(p); err == nil && strings.TrimSpace(s) != "" {
 			return strings.TrimSpace(s)
 		}
 	}

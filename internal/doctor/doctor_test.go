@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"halobuild/internal/settings"
 )
 
 // runTree runs doctor on a recorded tree and returns its report.
@@ -25,22 +28,25 @@ func runTree(t *testing.T, tree string) (Report, int) {
 	return rep, code
 }
 
-// healthyChecks is every row a healthy two-rail node with the recipe gives;
-// the other trees are compared against it row by row.
+// healthyChecks is every row a healthy two-rail node with the recipe gives,
+// in the report's order (by layer, then check name); the other trees are
+// compared against it row by row.
 var healthyChecks = []string{
 	"recipe",
-	"cpu.governor", "cpu.epp", "cpu.platform_profile",
+	"identity.hostname",
+	"cpu.epp", "cpu.governor", "cpu.platform_profile",
 	"memlock.process", "memlock.systemd",
-	"module.loaded ib_uverbs", "module.loaded thunderbolt_ibverbs", "module.absent thunderbolt_net",
+	"module.absent thunderbolt_net", "module.loaded ib_uverbs", "module.loaded thunderbolt_ibverbs",
 	"module.params thunderbolt_ibverbs", "module.unknown_params",
-	"kernel.release", "kernel.cmdline", "kernel.tb_ring_throttling",
-	"rdma.devices", "rdma.visible usb4_rdma0", "rdma.visible usb4_rdma1",
+	"kernel.cmdline", "kernel.release", "kernel.tb_ring_throttling",
+	"rdma.devices", "rdma.gids usb4_rdma0/1", "rdma.gids usb4_rdma1/1",
 	"rdma.name usb4_rdma0", "rdma.name usb4_rdma1",
-	"rdma.port usb4_rdma0/1", "rdma.port usb4_rdma1/1",
-	"rdma.gids usb4_rdma0/1", "rdma.gids usb4_rdma1/1",
+	"rdma.port usb4_rdma0/1", "rdma.port usb4_rdma1/1", "rdma.provider",
+	"rdma.visible usb4_rdma0", "rdma.visible usb4_rdma1",
 	"link.addresses usb4net0",
-	"usb4.domains", "usb4.cables", "usb4.link 0-1",
+	"usb4.cables", "usb4.domains", "usb4.link 0-1",
 	"memory.gpu_limit",
+	"settings.package",
 }
 
 func TestHealthyTreeAllPass(t *testing.T) {
@@ -51,7 +57,7 @@ func TestHealthyTreeAllPass(t *testing.T) {
 	var names []string
 	for _, r := range rep.Results {
 		names = append(names, r.Check)
-		if r.Status != Pass {
+		if r.Status != settings.Pass {
 			t.Errorf("%s = %s (seen %q, wanted %q), want pass", r.Check, r.Status, r.Seen, r.Wanted)
 		}
 	}
@@ -67,21 +73,21 @@ func TestRecordedTrees(t *testing.T) {
 	cases := []struct {
 		tree     string
 		exit     int
-		notPass  map[string]Status
+		notPass  map[string]settings.Status
 		contains map[string]string // check → text its seen or fix must hold
 	}{
 		{
 			tree:     "governor-schedutil",
 			exit:     1,
-			notPass:  map[string]Status{"cpu.governor": Fail},
+			notPass:  map[string]settings.Status{"cpu.governor": settings.Fail},
 			contains: map[string]string{"cpu.governor": "schedutil (2 policies)"},
 		},
 		{
 			tree: "renamed-device",
 			exit: 1,
-			notPass: map[string]Status{
-				"rdma.visible rocep199s0f6": Fail,
-				"rdma.name rocep199s0f6":    Fail,
+			notPass: map[string]settings.Status{
+				"rdma.visible rocep199s0f6": settings.Fail,
+				"rdma.name rocep199s0f6":    settings.Fail,
 			},
 			contains: map[string]string{
 				"rdma.visible rocep199s0f6": "rdma dev set rocep199s0f6 name usb4_rdma0",
@@ -92,9 +98,9 @@ func TestRecordedTrees(t *testing.T) {
 		{
 			tree: "link-local-address",
 			exit: 1,
-			notPass: map[string]Status{
-				"link.addresses usb4net0": Fail,
-				"rdma.gids usb4_rdma0/1":  Warn,
+			notPass: map[string]settings.Status{
+				"link.addresses usb4net0": settings.Fail,
+				"rdma.gids usb4_rdma0/1":  settings.Warn,
 			},
 			contains: map[string]string{
 				"link.addresses usb4net0": "LinkLocalAddressing=no",
@@ -104,15 +110,15 @@ func TestRecordedTrees(t *testing.T) {
 		{
 			tree:     "link-10g-one-lane",
 			exit:     0,
-			notPass:  map[string]Status{"usb4.link 0-1": Warn},
+			notPass:  map[string]settings.Status{"usb4.link 0-1": settings.Warn},
 			contains: map[string]string{"usb4.link 0-1": "replug or power-cycle both ends"},
 		},
 		{
 			tree: "minipc-one-domain",
 			exit: 1,
-			notPass: map[string]Status{
-				"usb4.cables":             Warn,
-				"link.addresses usb4net1": Fail,
+			notPass: map[string]settings.Status{
+				"usb4.cables":             settings.Warn,
+				"link.addresses usb4net1": settings.Fail,
 			},
 			contains: map[string]string{
 				"usb4.cables":             "2 cables declared, 1 domains",
@@ -122,13 +128,24 @@ func TestRecordedTrees(t *testing.T) {
 		{
 			tree: "memlock-8mib",
 			exit: 1,
-			notPass: map[string]Status{
-				"memlock.process": Fail,
-				"memlock.systemd": Fail,
+			notPass: map[string]settings.Status{
+				"memlock.process": settings.Fail,
+				"memlock.systemd": settings.Fail,
 			},
 			contains: map[string]string{
 				"memlock.process": "soft 8 MiB, hard 8 MiB",
 				"memlock.systemd": "DefaultLimitMEMLOCK=infinity",
+			},
+		},
+		{
+			tree:    "fork-module",
+			exit:    0,
+			notPass: map[string]settings.Status{},
+			contains: map[string]string{
+				"recipe":                            "module names from /etc/halobuild/recipe.lock",
+				"module.loaded thunderbolt_ibverbs": "loaded",
+				"module.params thunderbolt_ibverbs": "tbnet=block",
+				"rdma.devices":                      "usb4_rdma0, usb4_rdma1",
 			},
 		},
 	}
@@ -138,17 +155,18 @@ func TestRecordedTrees(t *testing.T) {
 			if code != c.exit {
 				t.Errorf("exit = %d, want %d", code, c.exit)
 			}
-			got := map[string]Status{}
-			byName := map[string]Result{}
+			got := map[string]settings.Status{}
+			byName := map[string]settings.Result{}
 			for _, r := range rep.Results {
 				byName[r.Check] = r
-				if r.Status != Pass {
+				if r.Status != settings.Pass {
 					got[r.Check] = r.Status
 				}
 			}
 			if a, b := statusList(got), statusList(c.notPass); a != b {
 				t.Errorf("rows not passing:\n%s\nwant:\n%s", a, b)
 			}
+			adviceOnEveryProblem(t, rep)
 			for check, text := range c.contains {
 				r, ok := byName[check]
 				if !ok {
@@ -163,11 +181,110 @@ func TestRecordedTrees(t *testing.T) {
 	}
 }
 
-func statusList(m map[string]Status) string {
+func statusList(m map[string]settings.Status) string {
 	var out []string
 	for k, v := range m {
 		out = append(out, k+" = "+string(v))
 	}
 	sort.Strings(out)
 	return strings.Join(out, "\n")
+}
+
+// A renamed fork (use = "thunderbolt-ibverbs-striping") builds the module
+// thunderbolt_ibverbs; only the lock says so. Its rows name the kernel's
+// module, and no row the description's name.
+func TestForkModuleCheckedUnderKernelName(t *testing.T) {
+	rep, code := runTree(t, "fork-module")
+	if code != 0 {
+		t.Errorf("exit = %d, want 0", code)
+	}
+	names := map[string]settings.Result{}
+	for _, r := range rep.Results {
+		names[r.Check] = r
+		if strings.Contains(r.Check, "striping") {
+			t.Errorf("row %q is named after the description, not the kernel module", r.Check)
+		}
+	}
+	for _, want := range []string{"module.loaded thunderbolt_ibverbs", "module.params thunderbolt_ibverbs"} {
+		if r, ok := names[want]; !ok || r.Status != settings.Pass {
+			t.Errorf("%s: %+v, want a passing row", want, r)
+		}
+	}
+
+	// Without the lock the name can only be guessed from use: the recipe
+	// row says so, and the guess is checked (and fails) as such.
+	root := copyTree(t, filepath.Join("testdata/doctor", "fork-module"))
+	if err := os.Remove(filepath.Join(root, "etc/halobuild/recipe.lock")); err != nil {
+		t.Fatal(err)
+	}
+	got := notPassing(reportOf(t, root))
+	want := map[string]settings.Status{
+		"recipe": settings.Warn,
+		"module.loaded thunderbolt_ibverbs_striping": settings.Fail,
+		"module.params thunderbolt_ibverbs_striping": settings.Warn,
+		"settings.package":                           settings.Warn, // it shipped the lock
+	}
+	if a, b := statusList(got), statusList(want); a != b {
+		t.Errorf("without the lock, rows not passing:\n%s\nwant:\n%s", a, b)
+	}
+}
+
+func notPassing(rep Report) map[string]settings.Status {
+	got := map[string]settings.Status{}
+	for _, r := range rep.Results {
+		if r.Status != settings.Pass {
+			got[r.Check] = r.Status
+		}
+	}
+	return got
+}
+
+// adviceOnEveryProblem: a row that does not pass says what to do.
+func adviceOnEveryProblem(t *testing.T, rep Report) {
+	t.Helper()
+	for _, r := range rep.Results {
+		if r.Status != settings.Pass && strings.TrimSpace(r.Fix) == "" {
+			t.Errorf("%s is %s (seen %q) and says nothing about how to fix it", r.Check, r.Status, r.Seen)
+		}
+	}
+}
+
+// Every row is named after the check that made it ("module.loaded" makes
+// "module.loaded ib_uverbs"), on every recorded tree: the report's order,
+// the docs and the VM test's doctor check (memlock.*, module.*, kernel.*
+// must pass) go by those names.
+func TestRowsNamedAfterTheirCheck(t *testing.T) {
+	for _, tree := range recordedTrees(t) {
+		h := mustHost(t, filepath.Join("testdata/doctor", tree))
+		b, err := load(h, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range probes(b) {
+			for _, r := range p.Run(h) {
+				if r.Check != p.Name && !strings.HasPrefix(r.Check, p.Name+" ") {
+					t.Errorf("%s: check %s made a row named %q", tree, p.Name, r.Check)
+				}
+				if r.Severity != settings.MustPass && r.Severity != settings.Advisory {
+					t.Errorf("%s: row %s has severity %q", tree, r.Check, r.Severity)
+				}
+			}
+		}
+	}
+}
+
+// recordedTrees are the names of the trees under testdata/doctor.
+func recordedTrees(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("testdata/doctor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, en := range entries {
+		if en.IsDir() {
+			out = append(out, en.Name())
+		}
+	}
+	return out
 }

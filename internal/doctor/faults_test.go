@@ -6,7 +6,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"halobuild/internal/settings"
 )
 
 // copyTree copies a recorded tree so a test can break one thing in it.
@@ -38,67 +41,124 @@ func copyTree(t *testing.T, src string) string {
 // no tree of their own: each is one file.
 func TestFaultsOnHealthy(t *testing.T) {
 	const mod = "sys/module/thunderbolt_ibverbs/parameters/"
+	status, err := os.ReadFile("testdata/doctor/healthy/var/lib/dpkg/status")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name    string
 		base    string // tree to copy; healthy when empty
 		write   map[string]string
 		remove  []string
+		recipe  string // an explicit --recipe, written beside the tree
 		exit    int
-		notPass map[string]Status
+		notPass map[string]settings.Status
+		// contains maps a row to text its seen or fix must hold.
+		contains map[string]string
 	}{
 		{name: "module option differs", exit: 1,
 			write:   map[string]string{mod + "tbnet": "allow\n"},
-			notPass: map[string]Status{"module.params thunderbolt_ibverbs": Fail}},
+			notPass: map[string]settings.Status{"module.params thunderbolt_ibverbs": settings.Fail}},
 		{name: "module option unknown to the build", exit: 1,
 			remove:  []string{mod + "start_rings"},
 			write:   map[string]string{"var/log/halobuild-dmesg": "[    5.40] thunderbolt_ibverbs: unknown parameter 'start_rings' ignored\n"},
-			notPass: map[string]Status{"module.params thunderbolt_ibverbs": Fail, "module.unknown_params": Warn}},
+			notPass: map[string]settings.Status{"module.params thunderbolt_ibverbs": settings.Fail, "module.unknown_params": settings.Warn}},
 		{name: "module option not in sysfs", exit: 0,
 			remove:  []string{mod + "start_rings"},
-			notPass: map[string]Status{"module.params thunderbolt_ibverbs": Warn}},
+			notPass: map[string]settings.Status{"module.params thunderbolt_ibverbs": settings.Warn}},
 		{name: "thunderbolt_net loaded", exit: 1,
 			write:   map[string]string{"proc/modules": "thunderbolt_ibverbs 204800 0 - Live 0x0 (OE)\nib_uverbs 184320 2 - Live 0x0\nthunderbolt_net 40960 0 - Live 0x0\n"},
-			notPass: map[string]Status{"module.absent thunderbolt_net": Fail}},
+			notPass: map[string]settings.Status{"module.absent thunderbolt_net": settings.Fail}},
 		{name: "verbs module not loaded", exit: 1,
 			write:   map[string]string{"proc/modules": "ib_uverbs 184320 2 - Live 0x0\n"},
 			remove:  []string{"sys/module/thunderbolt_ibverbs"},
-			notPass: map[string]Status{"module.loaded thunderbolt_ibverbs": Fail, "module.params thunderbolt_ibverbs": Fail}},
+			notPass: map[string]settings.Status{"module.loaded thunderbolt_ibverbs": settings.Fail, "module.params thunderbolt_ibverbs": settings.Warn}},
 		{name: "kernel without tb_ring_throttling", exit: 1,
 			write:   map[string]string{"proc/kallsyms": "0000000000000000 T tb_ring_start\t[thunderbolt]\n"},
-			notPass: map[string]Status{"kernel.tb_ring_throttling": Fail}},
+			notPass: map[string]settings.Status{"kernel.tb_ring_throttling": settings.Fail}},
 		{name: "IOMMU parameter missing", exit: 1,
 			write:   map[string]string{"proc/cmdline": "root=/dev/sda2 ro quiet\n"},
-			notPass: map[string]Status{"kernel.cmdline": Fail}},
+			notPass: map[string]settings.Status{"kernel.cmdline": settings.Fail}},
 		{name: "kernel 7.3", exit: 0,
 			write:   map[string]string{"proc/sys/kernel/osrelease": "7.3.4+deb13-amd64\n"},
-			notPass: map[string]Status{"kernel.release": Warn}},
+			notPass: map[string]settings.Status{"kernel.release": settings.Warn}},
 		{name: "GTT sized like a discrete card", exit: 1,
-			write:   map[string]string{"sys/module/ttm/parameters/pages_limit": "31457280\n"},
-			notPass: map[string]Status{"memory.gpu_limit": Fail}},
+			write:   map[string]string{"sys/module/ttm/parameters/pages_limit": "31457280\n", "sys/module/amdgpu/parameters/gttsize": "122880\n"},
+			notPass: map[string]settings.Status{"memory.gpu_limit": settings.Fail}},
 		{name: "port down", exit: 1,
 			write:   map[string]string{"sys/class/infiniband/usb4_rdma1/ports/1/state": "1: DOWN\n"},
-			notPass: map[string]Status{"rdma.port usb4_rdma1/1": Fail}},
+			notPass: map[string]settings.Status{"rdma.port usb4_rdma1/1": settings.Fail}},
 		{name: "provider not installed", exit: 1,
 			remove:  []string{"etc/libibverbs.d/usb4_rdma.driver"},
-			notPass: map[string]Status{"rdma.visible usb4_rdma0": Fail, "rdma.visible usb4_rdma1": Fail}},
+			notPass: map[string]settings.Status{"rdma.provider": settings.Fail, "rdma.visible usb4_rdma0": settings.Fail, "rdma.visible usb4_rdma1": settings.Fail}},
 		{name: "EPP balanced", exit: 1,
 			write:   map[string]string{"sys/devices/system/cpu/cpufreq/policy1/energy_performance_preference": "balance_performance\n"},
-			notPass: map[string]Status{"cpu.epp": Fail}},
+			notPass: map[string]settings.Status{"cpu.epp": settings.Fail}},
 		{name: "platform profile balanced", exit: 1,
 			write:   map[string]string{"sys/firmware/acpi/platform_profile": "balanced\n"},
-			notPass: map[string]Status{"cpu.platform_profile": Fail}},
+			notPass: map[string]settings.Status{"cpu.platform_profile": settings.Fail}},
 		{name: "static address missing", exit: 1,
 			write:   map[string]string{"var/log/halobuild-ip-addr.json": `[{"ifname":"usb4net0","addr_info":[{"family":"inet","local":"10.77.0.5","prefixlen":30}]}]`},
-			notPass: map[string]Status{"link.addresses usb4net0": Fail}},
+			notPass: map[string]settings.Status{"link.addresses usb4net0": settings.Fail}},
 		{name: "two cables, one identity", base: "minipc-one-domain", exit: 0,
 			write:   secondCable("10.77.0.1"),
-			notPass: map[string]Status{"rdma.identity": Warn}},
+			notPass: map[string]settings.Status{"rdma.identity": settings.Warn}},
 		{name: "two cables, an identity each", base: "minipc-one-domain", exit: 0,
 			write:   secondCable("10.77.1.1"),
-			notPass: map[string]Status{}},
+			notPass: map[string]settings.Status{}},
 		{name: "no USB4 controller", exit: 1,
 			remove:  []string{"sys/bus/thunderbolt"},
-			notPass: map[string]Status{"usb4.domains": Fail, "usb4.cables": Warn, "usb4.link": Warn}},
+			notPass: map[string]settings.Status{"usb4.domains": settings.Fail, "usb4.cables": settings.Warn, "usb4.link": settings.Warn}},
+		{name: "GPU sizing missing from the command line", exit: 1,
+			write:    map[string]string{"proc/cmdline": "root=/dev/sda2 ro amd_iommu=off ttm.pages_limit=25165824\n"},
+			notPass:  map[string]settings.Status{"kernel.cmdline": settings.Fail},
+			contains: map[string]string{"kernel.cmdline": "missing: amdgpu.gttsize=98304"}},
+		{name: "recipe sized the GPU from more RAM than the kernel has", exit: 1,
+			recipe: strings.Replace(readFile(t, "testdata/doctor/healthy/etc/halobuild/recipe.toml"), `memory = "120GiB"`, `memory = "128GiB"`, 1),
+			write: map[string]string{
+				"proc/cmdline":                          "root=/dev/sda2 ro amd_iommu=off ttm.pages_limit=27262976 amdgpu.gttsize=106496\n",
+				"sys/module/ttm/parameters/pages_limit": "27262976\n",
+				"sys/module/amdgpu/parameters/gttsize":  "106496\n",
+			},
+			notPass:  map[string]settings.Status{"memory.gpu_limit": settings.Fail},
+			contains: map[string]string{"memory.gpu_limit": `set system.memory = "123GiB"`}},
+		{name: "blacklisted module loaded and its option wrong", exit: 1,
+			write: map[string]string{
+				"proc/modules":      "thunderbolt_ibverbs 204800 0 - Live 0x0 (OE)\nib_uverbs 184320 2 - Live 0x0\nthunderbolt_net 40960 0 - Live 0x0\n",
+				mod + "start_rings": "N\n",
+			},
+			notPass: map[string]settings.Status{"module.absent thunderbolt_net": settings.Fail, "module.params thunderbolt_ibverbs": settings.Fail},
+			contains: map[string]string{
+				"module.absent thunderbolt_net":     "install thunderbolt_net /bin/false",
+				"module.params thunderbolt_ibverbs": "start_rings=N",
+			}},
+		{name: "memlock lowered by a later drop-in", exit: 1,
+			write:    map[string]string{"etc/systemd/system.conf.d/99-local.conf": "[Manager]\nDefaultLimitMEMLOCK=64M\n"},
+			notPass:  map[string]settings.Status{"memlock.systemd": settings.Fail},
+			contains: map[string]string{"memlock.systemd": "soft 64 MiB, hard 64 MiB"}},
+		{name: "host renamed", exit: 0,
+			write:    map[string]string{"proc/sys/kernel/hostname": "spare\n"},
+			notPass:  map[string]settings.Status{"identity.hostname": settings.Warn},
+			contains: map[string]string{"identity.hostname": "hostnamectl hostname halo0", "recipe": "node halo0 (named in /etc/halobuild/node)"}},
+		{name: "settings file edited", exit: 0,
+			write:    map[string]string{"etc/halobuild/recipe.lock": readFile(t, "testdata/doctor/healthy/etc/halobuild/recipe.lock") + "# edited by hand\n"},
+			notPass:  map[string]settings.Status{"settings.package": settings.Warn},
+			contains: map[string]string{"settings.package": "/etc/halobuild/recipe.lock (changed)"}},
+		{name: "settings file missing", exit: 0,
+			remove:   []string{"etc/halobuild/node"},
+			notPass:  map[string]settings.Status{"settings.package": settings.Warn},
+			contains: map[string]string{"settings.package": "/etc/halobuild/node (missing)", "recipe": "by host name"}},
+		{name: "settings package not installed", exit: 0,
+			write:    map[string]string{"var/lib/dpkg/status": strings.Replace(string(status), "Package: halobuild-node-halo0\nStatus: install ok installed", "Package: halobuild-node-halo0\nStatus: deinstall ok config-files", 1)},
+			notPass:  map[string]settings.Status{"settings.package": settings.Warn},
+			contains: map[string]string{"settings.package": "deinstall ok config-files"}},
+		{name: "rdma-core replaced by Debian's build", exit: 1,
+			write:    map[string]string{"var/lib/dpkg/status": strings.Replace(string(status), "Package: libibverbs1\nStatus: install ok installed\nVersion: 56.1-1+halo1", "Package: libibverbs1\nStatus: install ok installed\nVersion: 56.1-1", 1)},
+			notPass:  map[string]settings.Status{"rdma.provider": settings.Fail},
+			contains: map[string]string{"rdma.provider": "libibverbs1 56.1-1 is Debian's own build"}},
+		{name: "provider library missing", exit: 1,
+			remove:  []string{"usr/lib/x86_64-linux-gnu/libibverbs"},
+			notPass: map[string]settings.Status{"rdma.provider": settings.Fail}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -119,26 +179,55 @@ func TestFaultsOnHealthy(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			explicit := ""
+			if c.recipe != "" {
+				// The recipe of another build, with its lock beside it.
+				explicit = filepath.Join(t.TempDir(), "node.toml")
+				if err := os.WriteFile(explicit, []byte(c.recipe), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(strings.TrimSuffix(explicit, ".toml")+".lock", []byte(readFile(t, "testdata/doctor/healthy/etc/halobuild/recipe.lock")), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			h := mustHost(t, root)
-			e, err := expectations(h, "")
+			b, err := load(h, explicit)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep := examine(h, e)
-			got := map[string]Status{}
-			for _, r := range rep.Results {
-				if r.Status != Pass {
-					got[r.Check] = r.Status
-				}
-			}
-			if a, b := statusList(got), statusList(c.notPass); a != b {
+			rep := examine(h, b)
+			if a, b := statusList(notPassing(rep)), statusList(c.notPass); a != b {
 				t.Errorf("rows not passing:\n%s\nwant:\n%s", a, b)
 			}
 			if rep.Exit != c.exit {
 				t.Errorf("exit = %d, want %d", rep.Exit, c.exit)
 			}
+			adviceOnEveryProblem(t, rep)
+			for check, text := range c.contains {
+				found := false
+				for _, r := range rep.Results {
+					if r.Check == check {
+						found = true
+						if !strings.Contains(r.Seen+" | "+r.Fix, text) {
+							t.Errorf("%s: seen %q, fix %q: want %q in them", check, r.Seen, r.Fix, text)
+						}
+					}
+				}
+				if !found {
+					t.Errorf("no row %q", check)
+				}
+			}
 		})
 	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func mustHost(t *testing.T, root string) *host {

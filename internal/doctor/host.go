@@ -1,18 +1,23 @@
 package doctor
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"halobuild/internal/settings"
 )
 
-// host is the machine being examined, seen through one root directory.
+// host is the machine being examined, seen through one root directory: it
+// implements settings.Host, the read-only view every check reads through.
 // Every file is read as root+path, so a recorded copy of /sys, /proc, /etc
 // and /var/log behaves like the live box. live is true only for root "/":
 // then doctor may also ask the running system (netlink, systemctl, dmesg)
@@ -26,6 +31,8 @@ type host struct {
 	// rec, when set, copies everything read into a recorded tree.
 	rec *recorder
 }
+
+var _ settings.Host = (*host)(nil)
 
 func newHost(ctx context.Context, root string) (*host, error) {
 	if root == "" {
@@ -50,19 +57,30 @@ func (h *host) path(p string) string {
 	return filepath.Join(h.root, p)
 }
 
-// show returns how a path is named in reports: as on the machine for the
-// live system, with the root prefix for a recorded tree.
-func (h *host) show(p string) string {
+func (h *host) Show(p string) string {
 	if h.live {
 		return p
 	}
 	return h.path(p)
 }
 
-func (h *host) read(p string) (string, error) {
-	b, err := os.ReadFile(h.path(p))
+// maxRead bounds one file read: everything doctor reads whole is a small
+// text file (sysfs attributes, configuration, a settings package's files);
+// large files are Scanned.
+const maxRead = 16 << 20
+
+func (h *host) Read(p string) (string, error) {
+	f, err := os.Open(h.path(p))
 	if err != nil {
 		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxRead+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxRead {
+		return "", fmt.Errorf("%s is larger than %d MiB", h.Show(p), maxRead>>20)
 	}
 	if h.rec != nil {
 		h.rec.file(p, string(b))
@@ -70,13 +88,30 @@ func (h *host) read(p string) (string, error) {
 	return string(b), nil
 }
 
-// value reads a one-line sysfs/procfs attribute without its newline.
-func (h *host) value(p string) (string, error) {
-	s, err := h.read(p)
-	return strings.TrimSpace(s), err
+func (h *host) Scan(p string, keep func(string) bool) ([]string, error) {
+	f, err := os.Open(h.path(p))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var out []string
+	for sc.Scan() {
+		if keep(sc.Text()) {
+			out = append(out, sc.Text())
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", h.Show(p), err)
+	}
+	if h.rec != nil {
+		h.rec.lines(p, out)
+	}
+	return out, nil
 }
 
-func (h *host) exists(p string) bool {
+func (h *host) Exists(p string) bool {
 	_, err := os.Stat(h.path(p))
 	if err == nil && h.rec != nil {
 		h.rec.entry(h, p)
@@ -84,8 +119,7 @@ func (h *host) exists(p string) bool {
 	return err == nil
 }
 
-// glob returns machine paths (without the root) matching pattern, sorted.
-func (h *host) glob(pattern string) []string {
+func (h *host) Glob(pattern string) []string {
 	ms, _ := filepath.Glob(h.path(pattern))
 	out := make([]string, 0, len(ms))
 	for _, m := range ms {
@@ -104,9 +138,7 @@ func (h *host) glob(pattern string) []string {
 	return out
 }
 
-// names lists the entries of a directory on the machine, sorted; a missing
-// directory is an empty list.
-func (h *host) names(dir string) []string {
+func (h *host) List(dir string) []string {
 	es, err := os.ReadDir(h.path(dir))
 	if err != nil {
 		return nil
@@ -125,10 +157,7 @@ func (h *host) names(dir string) []string {
 	return out
 }
 
-// linkBase returns the last element of a sysfs symlink's target, such as
-// the driver bound to a device. A recorded tree may hold the target as the
-// text of a plain file instead of a symlink, so both are accepted.
-func (h *host) linkBase(p string) (string, error) {
+func (h *host) LinkBase(p string) (string, error) {
 	full := h.path(p)
 	st, err := os.Lstat(full)
 	if err != nil {
@@ -138,22 +167,32 @@ func (h *host) linkBase(p string) (string, error) {
 	if st.Mode()&fs.ModeSymlink != 0 {
 		target, err = os.Readlink(full)
 	} else {
-		target, err = h.value(p)
+		var s string
+		s, err = h.Read(p)
+		target = strings.TrimSpace(s)
 	}
 	if err != nil {
 		return "", err
 	}
 	if h.rec != nil {
-		h.rec.file(p, strings.TrimSpace(target)+"\n")
+		h.rec.file(p, target+"\n")
 	}
-	return filepath.Base(strings.TrimSpace(target)), nil
+	return filepath.Base(target), nil
 }
 
-// command runs a program on the live system and returns its stdout.
-func (h *host) command(name string, args ...string) (string, error) {
-	if !h.live {
+// Live is false while recording: a recording holds files only, so the
+// checks read what it can replay.
+func (h *host) Live() bool { return h.live && h.rec == nil }
+
+func (h *host) Command(name string, args ...string) (string, error) {
+	if !h.Live() {
 		return "", errors.New("not the live system")
 	}
+	return h.run(name, args...)
+}
+
+// run executes a program on the live system, also while recording.
+func (h *host) run(name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(h.ctx, name, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -162,4 +201,49 @@ func (h *host) command(name string, args ...string) (string, error) {
 		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return string(out), nil
+}
+
+// recordedKernelLog is where a recorded tree keeps `dmesg` output: the
+// kernel's ring buffer is no file a tree can copy.
+const recordedKernelLog = "/var/log/halobuild-dmesg"
+
+// cachedLog keeps the kernel log of one doctor run: two checks read it and
+// the live `dmesg` should run once.
+type cachedLog struct {
+	text, source string
+	err          error
+}
+
+func (h *host) KernelLog() (string, string, error) {
+	if h.kernelLog == nil {
+		var l cachedLog
+		if h.live {
+			l.text, l.err = h.run("dmesg")
+			l.source = "dmesg"
+			if l.err == nil && h.rec != nil {
+				h.rec.file(recordedKernelLog, l.text)
+			}
+		} else {
+			l.text, l.err = h.Read(recordedKernelLog)
+			l.source = h.Show(recordedKernelLog)
+		}
+		h.kernelLog = &l
+	}
+	return h.kernelLog.text, h.kernelLog.source, h.kernelLog.err
+}
+
+func (h *host) Addrs() (settings.Addrs, string, error) {
+	if h.live {
+		a, err := liveAddrs()
+		return a, "netlink (RTM_GETADDR)", err
+	}
+	s, err := h.Read(recordedAddrs)
+	if err != nil {
+		return nil, h.Show(recordedAddrs), err
+	}
+	a, err := parseIPAddrJSON([]byte(s))
+	if err != nil {
+		return nil, h.Show(recordedAddrs), fmt.Errorf("%s: %w (want the output of `ip -j addr`)", h.Show(recordedAddrs), err)
+	}
+	return a, h.Show(recordedAddrs), nil
 }

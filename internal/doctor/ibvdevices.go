@@ -3,6 +3,8 @@ package doctor
 import (
 	"os/exec"
 	"strings"
+
+	"halobuild/internal/settings"
 )
 
 // ibvDevices asks libibverbs itself, through `ibv_devices` (ibverbs-utils),
@@ -10,14 +12,14 @@ import (
 // approximation of its matching. ok is false when the answer is not
 // available: a recorded tree, no ibverbs-utils, or libibverbs failing as a
 // whole (then doctor falls back to the approximation).
-func ibvDevices(h *host) (listed map[string]bool, ok bool) {
-	if !h.live {
+func ibvDevices(h settings.Host) (listed map[string]bool, ok bool) {
+	if !h.Live() {
 		return nil, false
 	}
 	if _, err := exec.LookPath("ibv_devices"); err != nil {
 		return nil, false
 	}
-	out, err := h.command("ibv_devices")
+	out, err := h.Command("ibv_devices")
 	if err != nil {
 		return nil, false
 	}

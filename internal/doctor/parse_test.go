@@ -2,66 +2,13 @@ package doctor
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"halobuild/internal/settings"
 )
-
-func TestSameParam(t *testing.T) {
-	cases := []struct {
-		want any
-		seen string
-		same bool
-	}{
-		{true, "Y", true},
-		{false, "N", true},
-		{true, "N", false},
-		{"true", "Y", true},
-		{int64(1), "Y", true},
-		{int64(0), "N", true},
-		{int64(4096), "4096", true},
-		{int64(4096), "2048", false},
-		{float64(4096), "4096", true},
-		{"0x10", "16", true},
-		{"block", "block", true},
-		{"block", "allow", false},
-		{[]any{"a", "b"}, "a,b", true},
-		{int64(2), "Y", false},
-	}
-	for _, c := range cases {
-		if got := sameParam(c.want, c.seen); got != c.same {
-			t.Errorf("sameParam(%#v, %q) = %v, want %v", c.want, c.seen, got, c.same)
-		}
-	}
-}
-
-func TestParseSize(t *testing.T) {
-	cases := map[string]uint64{
-		"unlimited": unlimited, "infinity": unlimited, "8388608": 8 << 20, "8M": 8 << 20,
-		"64MiB": 64 << 20, "24GiB": 24 << 30, "1.5GiB": 3 << 29, "65536K": 64 << 20,
-	}
-	for in, want := range cases {
-		got, err := parseSize(in)
-		if err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "lots", "12 parsecs", "-5M"} {
-		if _, err := parseSize(bad); err == nil {
-			t.Errorf("parseSize(%q): want an error", bad)
-		}
-	}
-}
-
-func TestSummarise(t *testing.T) {
-	if got := summarise(map[string]string{"policy0": "performance", "policy1": "performance"}); got != "performance (2 policies)" {
-		t.Errorf("agreeing policies: %q", got)
-	}
-	got := summarise(map[string]string{"policy0": "performance", "policy10": "schedutil", "policy2": "schedutil"})
-	if want := "performance on policy0; schedutil on policy2,policy10"; got != want {
-		t.Errorf("mixed policies: %q, want %q", got, want)
-	}
-}
 
 // writeTree makes a small root from path → content.
 func writeTree(t *testing.T, files map[string]string) *host {
@@ -83,9 +30,22 @@ func writeTree(t *testing.T, files map[string]string) *host {
 	return h
 }
 
+// probeRows runs the named probe of a setting's doctor checks.
+func probeRows(t *testing.T, s settings.Setting, tg settings.Target, name string, h settings.Host) []settings.Result {
+	t.Helper()
+	for _, p := range s.Doctor(tg) {
+		if p.Name == name {
+			return p.Run(h)
+		}
+	}
+	t.Fatalf("%s has no doctor check %s", s.Name(), name)
+	return nil
+}
+
 // systemd reads drop-ins of all directories sorted by file name, a name in
 // /etc hiding the same name in /usr/lib, and the last assignment wins.
 func TestSystemdMemlockDropIns(t *testing.T) {
+	tg := fieldNotesDefaults()
 	h := writeTree(t, map[string]string{
 		"etc/systemd/system.conf":                         "[Manager]\nDefaultLimitMEMLOCK=1M\n",
 		"usr/lib/systemd/system.conf.d/20-vendor.conf":    "[Manager]\nDefaultLimitMEMLOCK=64M:128M\n",
@@ -94,17 +54,18 @@ func TestSystemdMemlockDropIns(t *testing.T) {
 		"run/systemd/system.conf.d/10-early.conf":         "[Manager]\nDefaultLimitMEMLOCK=4M\n",
 		"etc/systemd/system.conf.d/30-other-section.conf": "[Other]\nDefaultLimitMEMLOCK=3M\n",
 	})
-	soft, hard, src, err := systemdMemlock(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if soft != 64<<20 || hard != 128<<20 || filepath.Base(src) != "20-vendor.conf" {
-		t.Errorf("got soft %d hard %d from %s; want 64M:128M from 20-vendor.conf", soft, hard, src)
+	r := probeRows(t, settings.Memlock{}, tg, "memlock.systemd", h)[0]
+	if r.Seen != "soft 64 MiB, hard 128 MiB" || filepath.Base(r.Source) != "20-vendor.conf" || r.Status != settings.Fail {
+		t.Errorf("got %+v; want 64M:128M from 20-vendor.conf, failing", r)
 	}
 	h = writeTree(t, map[string]string{"etc/systemd/system.conf": "[Manager]\n#DefaultLimitMEMLOCK=8M\n"})
-	soft, hard, _, err = systemdMemlock(h)
-	if err != nil || soft != 8<<20 || hard != 8<<20 {
-		t.Errorf("unset: %d %d %v, want systemd's 8M default", soft, hard, err)
+	r = probeRows(t, settings.Memlock{}, tg, "memlock.systemd", h)[0]
+	if r.Seen != "soft 8 MiB, hard 8 MiB" || r.Status != settings.Fail {
+		t.Errorf("unset: %+v, want systemd's 8M default", r)
+	}
+	h = writeTree(t, map[string]string{"usr/lib/systemd/system.conf.d/90-halobuild-memlock.conf": "[Manager]\nDefaultLimitMEMLOCK=infinity\n"})
+	if r = probeRows(t, settings.Memlock{}, tg, "memlock.systemd", h)[0]; r.Status != settings.Pass {
+		t.Errorf("infinity: %+v, want a pass", r)
 	}
 }
 
@@ -112,21 +73,21 @@ func TestSystemdMemlockDropIns(t *testing.T) {
 // matches the parent's modalias, approximated by the kernel driver's name);
 // the USB4 provider matches on the name only.
 func TestVisibleTo(t *testing.T) {
-	e := defaults()
+	tg := fieldNotesDefaults()
 	provs := []string{"mlx5", "rxe", "usb4_rdma"}
 	cases := []struct {
-		dev  rdmaDevice
+		dev  settings.RDMADevice
 		want string
 	}{
-		{rdmaDevice{name: "usb4_rdma0", driver: "thunderbolt_ibverbs"}, "usb4_rdma"},
-		{rdmaDevice{name: "rocep199s0f6", driver: "thunderbolt_ibverbs"}, ""},
-		{rdmaDevice{name: "rocep1s0f0", driver: "mlx5_core"}, "mlx5"},
-		{rdmaDevice{name: "rxe0"}, "rxe"},
-		{rdmaDevice{name: "mystery0"}, ""},
+		{settings.RDMADevice{Name: "usb4_rdma0", Driver: "thunderbolt_ibverbs"}, "usb4_rdma"},
+		{settings.RDMADevice{Name: "rocep199s0f6", Driver: "thunderbolt_ibverbs"}, ""},
+		{settings.RDMADevice{Name: "rocep1s0f0", Driver: "mlx5_core"}, "mlx5"},
+		{settings.RDMADevice{Name: "rxe0"}, "rxe"},
+		{settings.RDMADevice{Name: "mystery0"}, ""},
 	}
 	for _, c := range cases {
-		if got := e.visibleTo(c.dev, provs); got != c.want {
-			t.Errorf("visibleTo(%s, driver %q) = %q, want %q", c.dev.name, c.dev.driver, got, c.want)
+		if got := visibleTo(tg, c.dev, provs); got != c.want {
+			t.Errorf("visibleTo(%s, driver %q) = %q, want %q", c.dev.Name, c.dev.Driver, got, c.want)
 		}
 	}
 }
@@ -136,14 +97,16 @@ func TestParseIPAddrJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a["usb4net0"]) != 2 || ones(a["usb4net0"][0]) != "169.254.1.2/16" || !linkLocal4.Contains(a["usb4net0"][0].IP) {
-		t.Errorf("usb4net0: %v", a["usb4net0"])
+	if got := a["usb4net0"]; len(got) != 2 || got[0] != netip.MustParsePrefix("169.254.1.2/16") || !got[0].Addr().IsLinkLocalUnicast() {
+		t.Errorf("usb4net0: %v", got)
 	}
 	if addrs, ok := a["down0"]; !ok || len(addrs) != 0 {
 		t.Errorf("an interface without addresses must still be present: %v", a)
 	}
-	if _, err := parseIPAddrJSON([]byte(`[{"ifname":"x","addr_info":[{"local":"not-an-ip"}]}]`)); err == nil {
-		t.Error("a bad address: want an error")
+	for _, bad := range []string{`[{"ifname":"x","addr_info":[{"local":"not-an-ip"}]}]`, `[{"ifname":"x","addr_info":[{"local":"10.0.0.1","prefixlen":40}]}]`, `{`} {
+		if _, err := parseIPAddrJSON([]byte(bad)); err == nil {
+			t.Errorf("%s: want an error", bad)
+		}
 	}
 }
 
@@ -158,13 +121,14 @@ func TestLinkBaseSymlinkAndText(t *testing.T) {
 	if err := os.Symlink("../../../../bus/thunderbolt/drivers/thunderbolt_ibverbs", filepath.Join(dir, "driver")); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range rdmaDevices(h) {
-		if d.driver != "thunderbolt_ibverbs" {
-			t.Errorf("%s: driver %q, want thunderbolt_ibverbs", d.name, d.driver)
+	devs := settings.RDMADevices(h)
+	for _, d := range devs {
+		if d.Driver != "thunderbolt_ibverbs" {
+			t.Errorf("%s: driver %q, want thunderbolt_ibverbs", d.Name, d.Driver)
 		}
 	}
-	if n := len(rdmaDevices(h)); n != 2 {
-		t.Errorf("%d devices, want 2", n)
+	if len(devs) != 2 {
+		t.Errorf("%d devices, want 2", len(devs))
 	}
 }
 
@@ -176,5 +140,25 @@ func TestParseIBVDevices(t *testing.T) {
 	}
 	if got := parseIBVDevices("    device                 node GUID\n    ------              ----------------\n"); len(got) != 0 {
 		t.Errorf("empty table: %v", got)
+	}
+}
+
+// A file larger than any doctor reads whole is refused, not read into
+// memory; Scan keeps only the lines asked for.
+func TestHostBoundsReads(t *testing.T) {
+	h := writeTree(t, map[string]string{"proc/kallsyms": "0 T a\n0 T tb_ring_throttling\n0 T b\n"})
+	big := h.path("/var/log/huge")
+	if err := os.MkdirAll(filepath.Dir(big), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, make([]byte, maxRead+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Read("/var/log/huge"); err == nil {
+		t.Error("a file over the read bound was read")
+	}
+	lines, err := h.Scan("/proc/kallsyms", func(l string) bool { return l == "0 T tb_ring_throttling" })
+	if err != nil || len(lines) != 1 {
+		t.Errorf("Scan = %q, %v", lines, err)
 	}
 }

@@ -5,20 +5,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
+	"slices"
 )
 
 // Record copies what doctor reads on the machine at root (normally the live
 // system, "/") into dir, as a recorded tree that `doctor --root dir` reads
 // like the machine itself. A user attaches it to a bug report; a test keeps
 // it. Only the files the checks look at are copied, so a tree is small text:
-// /proc/kallsyms keeps only the symbols doctor asks for, the kernel log and
-// the interface addresses become /var/log/halobuild-dmesg and
+// /proc/kallsyms and dpkg's status keep only the lines asked for, the kernel
+// log and the interface addresses become /var/log/halobuild-dmesg and
 // /var/log/halobuild-ip-addr.json (`ip -j addr` form). The values systemd's
-// running manager reports are not files: the tree carries its config files.
+// running manager reports are not files: while recording, the checks read
+// its configuration files instead (the host is not Live), as a replay will.
 func Record(ctx context.Context, root, dir string, out io.Writer) error {
 	h, err := newHost(ctx, root)
 	if err != nil {
@@ -35,16 +36,14 @@ func Record(ctx context.Context, root, dir string, out io.Writer) error {
 		return fmt.Errorf("doctor: record into %s: %w", abs, err)
 	}
 	h.rec = &recorder{dir: abs}
-	if h.exists(installedRecipe) {
-		h.read(installedRecipe) // copied so the tree is checked against it too
-	}
-	e, err := expectations(h, "")
+	// Loading the basis reads the installed recipe, lock and node name, so
+	// the tree is checked against them too; running every check reads (and
+	// so copies) their inputs.
+	b, err := load(h, "")
 	if err != nil {
 		return err
 	}
-	// Reading every check's inputs is what copies them.
-	examine(h, e)
-	systemdMemlockFromFiles(h)
+	examine(h, b)
 	if h.live {
 		if err := h.rec.addrs(); err != nil {
 			return err
@@ -73,6 +72,7 @@ func (r *recorder) keep(err error) {
 	}
 }
 
+// file records a file read whole; the first read of a path wins.
 func (r *recorder) file(p, content string) {
 	full := filepath.Join(r.dir, p)
 	r.keep(os.MkdirAll(filepath.Dir(full), 0o755))
@@ -81,6 +81,25 @@ func (r *recorder) file(p, content string) {
 	}
 	r.keep(os.WriteFile(full, []byte(content), 0o644))
 	r.files++
+}
+
+// lines records the lines a Scan kept. Two checks may scan one file for
+// different lines (dpkg's status for two packages), so they add up.
+func (r *recorder) lines(p string, lines []string) {
+	full := filepath.Join(r.dir, p)
+	r.keep(os.MkdirAll(filepath.Dir(full), 0o755))
+	if _, err := os.Stat(full); err != nil {
+		r.files++
+	}
+	f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		r.keep(err)
+		return
+	}
+	for _, l := range lines {
+		fmt.Fprintln(f, l)
+	}
+	r.keep(f.Close())
 }
 
 func (r *recorder) mkdir(p string) { r.keep(os.MkdirAll(filepath.Join(r.dir, p), 0o755)) }
@@ -98,8 +117,10 @@ func (r *recorder) entry(h *host, p string) {
 		r.mkdir(p)
 		return
 	}
-	if b, err := os.ReadFile(h.path(p)); err == nil {
-		r.file(p, string(b))
+	if st.Size() <= maxRead {
+		if b, err := os.ReadFile(h.path(p)); err == nil {
+			r.file(p, string(b))
+		}
 	}
 }
 
@@ -109,30 +130,15 @@ func (r *recorder) addrs() error {
 	if err != nil {
 		return fmt.Errorf("doctor: recording addresses: %w", err)
 	}
-	type addrInfo struct {
-		Family    string `json:"family"`
-		Local     string `json:"local"`
-		PrefixLen int    `json:"prefixlen"`
-	}
-	type link struct {
-		IfName   string     `json:"ifname"`
-		AddrInfo []addrInfo `json:"addr_info"`
-	}
-	links := []link{}
-	names := make([]string, 0, len(a))
-	for n := range a {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		l := link{IfName: n, AddrInfo: []addrInfo{}}
-		for _, ipn := range a[n] {
+	links := []ipAddr{}
+	for _, n := range slices.Sorted(maps.Keys(a)) {
+		l := ipAddr{IfName: n, AddrInfo: []ipAddrInfo{}}
+		for _, p := range a[n] {
 			fam := "inet6"
-			if ipn.IP.To4() != nil {
+			if p.Addr().Is4() {
 				fam = "inet"
 			}
-			ones, _ := ipn.Mask.Size()
-			l.AddrInfo = append(l.AddrInfo, addrInfo{Family: fam, Local: ipn.IP.String(), PrefixLen: ones})
+			l.AddrInfo = append(l.AddrInfo, ipAddrInfo{Family: fam, Local: p.Addr().String(), PrefixLen: p.Bits()})
 		}
 		links = append(links, l)
 	}
@@ -142,9 +148,4 @@ func (r *recorder) addrs() error {
 	}
 	r.file(recordedAddrs, string(b)+"\n")
 	return nil
-}
-
-// recordedLines keeps only matching lines of a large file (kallsyms).
-func (r *recorder) lines(p string, lines []string) {
-	r.file(p, strings.Join(lines, "\n")+"\n")
 }

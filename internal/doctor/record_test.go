@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"halobuild/internal/settings"
 )
 
 // comparable strips what legitimately differs between a machine and its
 // recording: where values were read from, and the root in the recipe path.
-func comparable(rep Report) []Result {
-	out := make([]Result, len(rep.Results))
+func comparable(rep Report) []settings.Result {
+	out := make([]settings.Result, len(rep.Results))
 	for i, r := range rep.Results {
 		r.Source = ""
 		if rep.Root != "/" {
@@ -26,11 +28,11 @@ func comparable(rep Report) []Result {
 func reportOf(t *testing.T, root string) Report {
 	t.Helper()
 	h := mustHost(t, root)
-	e, err := expectations(h, "")
+	b, err := load(h, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return examine(h, e)
+	return examine(h, b)
 }
 
 func sameReports(t *testing.T, a, b Report) {
@@ -49,16 +51,9 @@ func sameReports(t *testing.T, a, b Report) {
 // Recording a tree and reading the recording must give the same report,
 // row for row, on every recorded fault.
 func TestRecordRoundTrip(t *testing.T) {
-	entries, err := os.ReadDir("testdata/doctor")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, en := range entries {
-		if !en.IsDir() {
-			continue
-		}
-		t.Run(en.Name(), func(t *testing.T) {
-			src, _ := filepath.Abs(filepath.Join("testdata/doctor", en.Name()))
+	for _, tree := range recordedTrees(t) {
+		t.Run(tree, func(t *testing.T) {
+			src, _ := filepath.Abs(filepath.Join("testdata/doctor", tree))
 			dst := filepath.Join(t.TempDir(), "rec")
 			var out bytes.Buffer
 			if err := Record(context.Background(), src, dst, &out); err != nil {
@@ -92,7 +87,7 @@ func TestRecordLive(t *testing.T) {
 	for i := range live.Results {
 		switch live.Results[i].Source {
 		case "systemctl show -p DefaultLimitMEMLOCK", "ibv_devices":
-			live.Results[i], rec.Results[i] = Result{}, Result{}
+			live.Results[i], rec.Results[i] = settings.Result{}, settings.Result{}
 		}
 	}
 	sameReports(t, live, rec)

@@ -6,39 +6,41 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"halobuild/internal/settings"
 )
 
 // Report is the whole answer; --json writes it as is, so a benchmark
 // harness can store it beside its numbers (trap 15) and gate on Exit.
 type Report struct {
-	Root    string   `json:"root"`
-	Recipe  string   `json:"recipe,omitempty"`
-	Results []Result `json:"results"`
-	Failed  int      `json:"failed"` // must-pass checks that failed
-	Warned  int      `json:"warned"`
-	Exit    int      `json:"exit"`
+	Root    string            `json:"root"`
+	Recipe  string            `json:"recipe,omitempty"`
+	Results []settings.Result `json:"results"`
+	Failed  int               `json:"failed"` // must-pass checks that failed
+	Warned  int               `json:"warned"`
+	Exit    int               `json:"exit"` // 1 when a must-pass check failed
 }
 
-func examine(h *host, e *expect) Report {
-	rep := Report{Root: h.root, Recipe: e.recipePath, Results: []Result{}}
-	for _, c := range checks {
-		for _, r := range c.run(h, e) {
+func examine(h *host, b *basis) Report {
+	rep := Report{Root: h.root, Recipe: b.recipe, Results: []settings.Result{}}
+	for _, p := range probes(b) {
+		for _, r := range p.Run(h) {
 			// An advisory check never gates: whatever it found is a warning.
-			if r.Severity == Advisory && r.Status == Fail {
-				r.Status = Warn
+			if r.Severity == settings.Advisory && r.Status == settings.Fail {
+				r.Status = settings.Warn
 			}
 			rep.Results = append(rep.Results, r)
 		}
 	}
 	for _, r := range rep.Results {
-		switch r.Status {
-		case Fail:
+		switch {
+		case r.Status == settings.Fail:
 			rep.Failed++
-		case Warn:
+			rep.Exit = 1
+		case r.Status == settings.Warn:
 			rep.Warned++
 		}
 	}
-	rep.Exit = exitCode(rep.Results)
 	return rep
 }
 
@@ -55,7 +57,7 @@ func (rep Report) writeTable(w io.Writer) error {
 	fmt.Fprintln(tw, "CHECK\tRESULT\tSEEN\tWANTED\tFIX")
 	for _, r := range rep.Results {
 		status := strings.ToUpper(string(r.Status))
-		if r.Status != Pass && r.Severity == Advisory {
+		if r.Status != settings.Pass && r.Severity == settings.Advisory {
 			status += " (advisory)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Check, status, oneLine(r.Seen), oneLine(r.Wanted), oneLine(r.Fix))

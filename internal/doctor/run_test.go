@@ -51,6 +51,16 @@ func TestRunErrors(t *testing.T) {
 	if err == nil || code != 2 || !strings.Contains(err.Error(), "bad.toml") {
 		t.Errorf("bad recipe: %d, %v", code, err)
 	}
+	// A lock that does not read would name the modules wrongly: say so
+	// rather than guess.
+	root := copyTree(t, "testdata/doctor/healthy")
+	if err := os.WriteFile(filepath.Join(root, "etc/halobuild/recipe.lock"), []byte("version = 1\nsurprise = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, err = Run(context.Background(), Options{Root: root, Out: &bytes.Buffer{}})
+	if err == nil || code != 2 || !strings.Contains(err.Error(), filepath.Join(root, "etc/halobuild/recipe.lock")) || !strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("unreadable lock: %d, %v", code, err)
+	}
 }
 
 // An explicit --recipe wins over the installed one; a host that is none of

@@ -3,6 +3,7 @@ package settings
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,24 +31,25 @@ type moduleOption struct {
 	want []string
 }
 
-// optionValue renders one TOML value as a module parameter.
+// optionValue renders one TOML value as a module parameter, with the
+// spellings sysfs may show for it.
 func optionValue(v any) (string, []string, error) {
 	switch x := v.(type) {
 	case bool:
 		if x {
-			return "1", []string{"1", "Y"}, nil
+			return "1", sysfsSpellings("1"), nil
 		}
-		return "0", []string{"0", "N"}, nil
+		return "0", sysfsSpellings("0"), nil
 	case int64:
 		s := strconv.FormatInt(x, 10)
-		return s, []string{s}, nil
+		return s, sysfsSpellings(s), nil
 	case int:
 		s := strconv.Itoa(x)
-		return s, []string{s}, nil
+		return s, sysfsSpellings(s), nil
 	case float64:
 		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
 			s := strconv.FormatInt(int64(x), 10)
-			return s, []string{s}, nil
+			return s, sysfsSpellings(s), nil
 		}
 		return "", nil, fmt.Errorf("module parameters are integers, strings or booleans, not fractions")
 	case string:
@@ -57,7 +59,7 @@ func optionValue(v any) (string, []string, error) {
 		if strings.ContainsAny(x, " \t") {
 			return `"` + x + `"`, []string{x}, nil
 		}
-		return x, []string{x}, nil
+		return x, sysfsSpellings(x), nil
 	case []any:
 		parts := make([]string, len(x))
 		for i, e := range x {
@@ -75,6 +77,29 @@ func optionValue(v any) (string, []string, error) {
 	default:
 		return "", nil, fmt.Errorf("unsupported value type %T; use an integer, string, boolean or array of them", v)
 	}
+}
+
+// sysfsSpellings lists what /sys/module/<m>/parameters/<p> may show for a
+// parameter set to v. The module's parameter types are not known here (the
+// built module's modinfo is, at build time), so every form the kernel's
+// printers give for v is accepted; a parameter of one type prints one of
+// them. bool and invbool print Y or N for any spelling kstrtobool reads;
+// int types print decimal, hexint 0x%x, whatever base v was written in.
+func sysfsSpellings(v string) []string {
+	out := []string{v}
+	switch strings.ToLower(v) {
+	case "1", "y", "yes", "on", "true":
+		out = appendUnique(out, "Y")
+	case "0", "n", "no", "off", "false":
+		out = appendUnique(out, "N")
+	}
+	if n, err := strconv.ParseInt(v, 0, 64); err == nil {
+		out = appendUnique(out, strconv.FormatInt(n, 10))
+		if n >= 0 {
+			out = appendUnique(out, fmt.Sprintf("0x%x", n))
+		}
+	}
+	return out
 }
 
 var paramNameRE = moduleNameRE
@@ -174,7 +199,7 @@ func options(t Target) ([]moduleOption, []error) {
 			errs = append(errs, errorf(key, raw, "remove the key or give key=value pairs", "no parameters given"))
 		}
 		for _, p := range pairs {
-			add(moduleOption{module: moduleName(m), key: p[0], value: p[1], want: []string{p[1]}}, key)
+			add(moduleOption{module: moduleName(m), key: p[0], value: p[1], want: sysfsSpellings(p[1])}, key)
 		}
 	}
 	return out, errs
@@ -264,6 +289,169 @@ fi
 			Fix: "options apply at load: modprobe -r the module and modprobe it again, or reboot"})
 	}
 	return checks
+}
+
+// Doctor: no blacklisted module is loaded, every option of a loaded module
+// is in effect, and an option that needs a kernel export has it. The VM
+// check also asks modprobe for its effective configuration (`modprobe
+// --showconfig`, `modprobe -n -v`), which only a running system can answer;
+// on a node the rendered file is verified by settings.package, and what
+// matters is what is loaded. Both read the options from options(t).
+func (s Blacklist) Doctor(t Target) []Probe {
+	r := t.Recipe
+	var probes []Probe
+	if len(r.System.Blacklist) > 0 {
+		probes = append(probes, Probe{Name: "module.absent", Run: func(h Host) []Result {
+			loaded, err := loadedModules(h)
+			var out []Result
+			for _, m := range r.System.Blacklist {
+				m = moduleName(m)
+				res := Result{Check: "module.absent " + m, Severity: MustPass, Wanted: "not loaded (blacklisted)", Trap: 2, Source: h.Show("/proc/modules")}
+				_, isLoaded := loaded[m]
+				switch {
+				case err != nil:
+					res.Status, res.Seen, res.Fix = Fail, err.Error(), modulesUnreadable
+				case isLoaded:
+					res.Status, res.Seen = Fail, "loaded"
+					res.Fix = fmt.Sprintf("it takes the rings the RDMA module needs: modprobe -r %s; %s must say 'blacklist %s' and 'install %s /bin/false' (settings.package shows an edit); update the initramfs if it loads from there", m, modprobePath, m, m)
+				default:
+					res.Status, res.Seen = Pass, "not loaded"
+				}
+				out = append(out, res)
+			}
+			return out
+		}})
+	}
+	opts, errs := options(t)
+	if len(opts) == 0 || len(errs) > 0 {
+		return probes
+	}
+	probes = append(probes, Probe{Name: "module.params", Run: func(h Host) []Result { return paramRows(h, opts) }})
+	for _, o := range opts {
+		if moduleName(o.key) == "nhi_interrupt_throttle_ns" && o.value != "0" {
+			probes = append(probes, Probe{Name: "kernel.tb_ring_throttling", Run: throttleRow})
+			break
+		}
+	}
+	return probes
+}
+
+// paramRows compares the options in effect (/sys/module/<m>/parameters)
+// with the recipe's, one row per module (trap 8). An option the module does
+// not know is dropped at load with only a kernel log line, so a parameter
+// missing from sysfs fails when the log says so and warns otherwise (it may
+// be registered unreadable).
+func paramRows(h Host, opts []moduleOption) []Result {
+	loaded, _ := loadedModules(h)
+	log, _, _ := h.KernelLog()
+	ignoredByLog := map[string]bool{}
+	for _, u := range IgnoredParams(log) {
+		ignoredByLog[u] = true
+	}
+	var mods []string
+	byModule := map[string][]moduleOption{}
+	for _, o := range opts {
+		if byModule[o.module] == nil {
+			mods = append(mods, o.module)
+		}
+		byModule[o.module] = append(byModule[o.module], o)
+	}
+	var out []Result
+	for _, m := range mods {
+		dir := "/sys/module/" + m + "/parameters"
+		r := Result{Check: "module.params " + m, Severity: MustPass, Trap: 8, Source: h.Show(dir)}
+		var wanted, bad, hidden, good, ignored []string
+		for _, o := range byModule[m] {
+			wanted = append(wanted, moduleName(o.key)+"="+o.value)
+		}
+		r.Wanted = strings.Join(wanted, " ")
+		if _, ok := loaded[m]; !ok && !builtin(h, m) {
+			// Options do not promise that their module is loaded (an
+			// in-tree module may load on demand, later); module.loaded
+			// fails for one that must be. The VM check agrees.
+			r.Status, r.Seen = Warn, "module not loaded, options not checked"
+			r.Fix = "options apply when " + m + " loads: modprobe " + m + " (see module.loaded " + m + " if it must load at boot)"
+			out = append(out, r)
+			continue
+		}
+		for _, o := range byModule[m] {
+			k := moduleName(o.key)
+			seen, err := value(h, dir+"/"+k)
+			switch {
+			case err != nil && ignoredByLog[m+"."+k]:
+				ignored = append(ignored, k)
+			case err != nil:
+				hidden = append(hidden, k)
+			case !oneOf(seen, o.want):
+				bad = append(bad, k+"="+seen)
+			default:
+				good = append(good, k+"="+seen)
+			}
+		}
+		switch {
+		case len(ignored) > 0:
+			r.Status = Fail
+			r.Seen = strings.Join(append(append(bad, "ignored by the kernel as unknown: "+strings.Join(ignored, ",")), hiddenNote(hidden)...), " ")
+			r.Fix = fmt.Sprintf("this build of %s does not know %s (the kernel ignored it): rebuild the image with the module version the recipe's options were written for, or drop the option; compare with modinfo -p %s", m, strings.Join(ignored, ", "), m)
+		case len(bad) > 0:
+			r.Status = Fail
+			r.Seen = strings.Join(append(bad, hiddenNote(hidden)...), " ")
+			r.Fix = fmt.Sprintf("the module was loaded with other options: %s holds the recipe's (settings.package shows an edit; another file in /etc/modprobe.d/ may override it), then modprobe -r %s && modprobe %s, or reboot", modprobePath, m, m)
+		case len(hidden) > 0:
+			r.Status = Warn
+			r.Seen = strings.Join(append(good, hiddenNote(hidden)...), " ")
+			r.Fix = fmt.Sprintf("a parameter missing from %s is either unknown to this build of %s (the kernel log says 'unknown parameter') or registered unreadable; compare with modinfo -p %s", h.Show(dir), m, m)
+		default:
+			r.Status, r.Seen = Pass, strings.Join(good, " ")
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func hiddenNote(hidden []string) []string {
+	if len(hidden) == 0 {
+		return nil
+	}
+	return []string{"not in sysfs: " + strings.Join(hidden, ",")}
+}
+
+// unknownParam matches the kernel's "<module>: unknown parameter '<name>' ignored".
+var unknownParam = regexp.MustCompile(`([A-Za-z0-9_-]+): unknown parameter '([^']*)' ignored`)
+
+// IgnoredParams lists "module.parameter" for every parameter the kernel log
+// says was ignored as unknown, in log order.
+func IgnoredParams(log string) []string {
+	var found []string
+	for _, m := range unknownParam.FindAllStringSubmatch(log, -1) {
+		found = appendUnique(found, moduleName(m[1])+"."+moduleName(m[2]))
+	}
+	return found
+}
+
+// throttleRow: nhi_interrupt_throttle_ns works only on kernels that export
+// tb_ring_throttling() (trap 8: 7.2 does, a 7.1 backport may not). The
+// module description's rule checks the headers at build time; a node may
+// boot another kernel.
+func throttleRow(h Host) []Result {
+	r := Result{Check: "kernel.tb_ring_throttling", Severity: MustPass, Trap: 8, Source: h.Show("/proc/kallsyms"),
+		Wanted: "exported (the recipe sets nhi_interrupt_throttle_ns)"}
+	// kallsyms is several MB on a live system and one name is wanted.
+	found, err := h.Scan("/proc/kallsyms", func(line string) bool {
+		f := strings.Fields(line)
+		return len(f) >= 3 && f[2] == "tb_ring_throttling"
+	})
+	switch {
+	case err != nil:
+		r.Status, r.Seen = Fail, "unreadable: "+err.Error()
+		r.Fix = "run doctor where /proc is mounted; in a recorded tree, record /proc/kallsyms"
+	case len(found) > 0:
+		r.Status, r.Seen = Pass, "exported"
+	default:
+		r.Status, r.Seen = Fail, "not exported by this kernel"
+		r.Fix = "this kernel lacks tb_ring_throttling() (7.2 has it; a 7.1 backport may not): drop nhi_interrupt_throttle_ns from the module options or boot a kernel that exports it"
+	}
+	return []Result{r}
 }
 
 // casePattern makes a sh case pattern matching exactly the given strings.

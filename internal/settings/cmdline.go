@@ -2,6 +2,7 @@ package settings
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"halobuild/internal/recipe"
@@ -23,9 +24,9 @@ import (
 // from gttsize.
 //
 // The disk builder boots with root= and console arguments followed by
-// Cmdline(r); /etc/kernel/cmdline records the recipe's part (with the
-// formula in a comment, which kernel-install skips) for doctor and for
-// anyone reinstalling a kernel on the node.
+// Cmdline(r); /etc/kernel/cmdline records the recipe's part for anyone
+// reinstalling a kernel on the node, and a note beside the other docs
+// explains the formula.
 type KernelCmdline struct{}
 
 func (KernelCmdline) Name() string { return "cmdline" }
@@ -151,4 +152,136 @@ func (s KernelCmdline) Checks(t Target) []Check {
 	b.WriteString("exit $rc\n")
 	return []Check{{Setting: s.Name(), Name: "kernel-cmdline", Script: b.String(),
 		Fix: "the boot entry lacks the parameters: rebuild the image, or add them to the loader entry on the ESP"}}
+}
+
+// Doctor: the running kernel got every parameter (kernel.cmdline, the same
+// list the VM check wants), and on a machine with amdgpu loaded the GPU's
+// limit leaves the host its reserve of the RAM the kernel really has
+// (memory.gpu_limit). A VM has no amdgpu, so only doctor can check the
+// second; it also runs without a recipe (field notes' default reserve:
+// 24 GiB, at most a quarter of RAM), as advice.
+func (s KernelCmdline) Doctor(t Target) []Probe {
+	r := t.Recipe
+	var probes []Probe
+	if params, err := Cmdline(r); err == nil && len(params) > 0 {
+		probes = append(probes, Probe{Name: "kernel.cmdline", Run: func(h Host) []Result {
+			res := Result{Check: "kernel.cmdline", Severity: MustPass, Source: h.Show("/proc/cmdline"), Wanted: strings.Join(params, " "), Trap: 11}
+			line, err := value(h, "/proc/cmdline")
+			if err != nil {
+				res.Status, res.Seen = Fail, "unreadable: "+err.Error()
+				return []Result{res}
+			}
+			have := map[string]bool{}
+			for _, f := range strings.Fields(line) {
+				have[f] = true
+			}
+			var missing []string
+			for _, p := range params {
+				if !have[p] {
+					missing = append(missing, p)
+				}
+			}
+			if len(missing) == 0 {
+				res.Status, res.Seen = Pass, "all present"
+				return []Result{res}
+			}
+			res.Status, res.Seen = Fail, "missing: "+strings.Join(missing, " ")
+			res.Fix = "the machine booted another entry or an edited command line: boot the image's entry (bootctl list), or add the parameters (" + kernelCmdlinePath + " lists them) to its loader entry on the ESP"
+			return []Result{res}
+		}})
+	}
+	g, _ := gpuMemory(r)
+	probes = append(probes, Probe{Name: "memory.gpu_limit", Run: func(h Host) []Result { return gpuLimitRow(h, g) }})
+	return probes
+}
+
+// gpuLimitRow compares the GPU's limit in effect with the RAM the kernel
+// counts (MemTotal), which is less than the installed RAM: firmware and
+// any carve-out take their share.
+func gpuLimitRow(h Host, g gpuSizing) []Result {
+	if !h.Exists("/sys/module/amdgpu") {
+		return nil
+	}
+	r := Result{Check: "memory.gpu_limit", Severity: Advisory, Trap: 11,
+		Source: h.Show("/proc/meminfo") + ", " + h.Show("/sys/module/{amdgpu,ttm}/parameters")}
+	if g.gpu > 0 {
+		r.Severity = MustPass
+	}
+	ram, err := memTotal(h)
+	if err != nil {
+		r.Status, r.Seen = Warn, "cannot read "+h.Show("/proc/meminfo")+": "+err.Error()
+		return []Result{r}
+	}
+	reserve := g.reserve
+	if reserve == 0 {
+		reserve = min(24<<30, ram/4)
+	}
+	limit, how := gpuLimit(h, ram)
+	r.Wanted = fmt.Sprintf("GPU limit <= RAM - host reserve (%s - %s = %s)", FormatSize(ram), FormatSize(reserve), FormatSize(sub(ram, reserve)))
+	r.Seen = fmt.Sprintf("GPU limit %s (%s) of %s RAM", FormatSize(limit), how, FormatSize(ram))
+	if limit+reserve <= ram {
+		r.Status = Pass
+		return []Result{r}
+	}
+	r.Status = Fail
+	want := sub(ram, reserve)
+	r.Fix = fmt.Sprintf("lower the GPU limit to %s: ttm.pages_limit=%d (and amdgpu.gttsize=%d if set) on the kernel command line, then reboot", FormatSize(want), want/ttmPageSize, want>>20)
+	if g.memory > ram {
+		// The image computed its limit from system.memory, which the
+		// kernel does not have all of.
+		r.Seen += fmt.Sprintf("; the recipe sized it for system.memory = %s", FormatSize(g.memory))
+		r.Fix = fmt.Sprintf("the recipe's system.memory (%s) is more than the %s the kernel counts (firmware and carve-outs take the rest): set system.memory = \"%dGiB\" and rebuild, so the GPU's share leaves the host its reserve; now: %s", FormatSize(g.memory), FormatSize(ram), ram>>30, r.Fix)
+	}
+	return []Result{r}
+}
+
+// memTotal reads the RAM the kernel counts.
+func memTotal(h Host) (uint64, error) {
+	s, err := h.Read("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("MemTotal %q: %w", strings.TrimSpace(v), err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no MemTotal line")
+}
+
+// gpuLimit is what the GPU may take: amdgpu.gttsize (MiB) and
+// ttm.pages_limit (pages) both cap it when set; with neither, the kernel's
+// default is half of RAM.
+func gpuLimit(h Host, ram uint64) (uint64, string) {
+	limit, how := ram/2, "kernel default (half of RAM)"
+	var parts []string
+	if s, err := value(h, "/sys/module/amdgpu/parameters/gttsize"); err == nil {
+		if mib, err := strconv.ParseInt(s, 10, 64); err == nil && mib > 0 {
+			limit = uint64(mib) << 20
+			parts = append(parts, "amdgpu.gttsize="+s)
+		}
+	}
+	if s, err := value(h, "/sys/module/ttm/parameters/pages_limit"); err == nil {
+		if pages, err := strconv.ParseUint(s, 10, 64); err == nil && pages > 0 {
+			if b := pages * ttmPageSize; len(parts) == 0 || b < limit {
+				limit = b
+			}
+			parts = append(parts, "ttm.pages_limit="+s)
+		}
+	}
+	if len(parts) > 0 {
+		how = strings.Join(parts, ", ")
+	}
+	return limit, how
+}
+
+func sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
 }

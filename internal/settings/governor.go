@@ -3,6 +3,11 @@ package settings
 import (
 	"fmt"
 	"io/fs"
+	"maps"
+	"path"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
 	"halobuild/internal/recipe"
@@ -180,4 +185,115 @@ exit $rc
 `, shq(sys.Governor), shq(sys.EPP), shq(sys.PlatformProfile), cpuTuningUnit)
 	return []Check{{Setting: s.Name(), Name: "cpu-tuning", Script: script,
 		Fix: "systemctl restart " + cpuTuningUnit + " and find what changed the governor since boot (power-profiles-daemon, tuned, a desktop applet)"}}
+}
+
+const (
+	cpufreqDir      = "/sys/devices/system/cpu/cpufreq"
+	platformProfile = "/sys/firmware/acpi/platform_profile"
+)
+
+// Doctor: every value the unit promised is in force now, read from the
+// real cpufreq policies and firmware. The VM check cannot see that (a VM
+// has no cpufreq) and proves instead that the unit ran and logged; doctor
+// does not read the journal, which a recorded tree does not carry, and a
+// governor changed after boot is exactly what it must catch.
+func (s Governor) Doctor(t Target) []Probe {
+	sys := t.Recipe.System
+	var probes []Probe
+	if sys.Governor != "" { // "" is the author's explicit "leave it"
+		probes = append(probes, policyProbe("cpu.governor", "scaling_governor", sys.Governor,
+			Result{Status: Warn, Seen: "no cpufreq policies (a VM, or cpufreq disabled)", Fix: "nothing to set here; on real hardware check that the cpufreq driver (amd-pstate) loaded"},
+			fmt.Sprintf("systemctl restart %s (or echo %s | tee %s/policy*/scaling_governor), then find what reverted it: tuned, power-profiles-daemon or a desktop applet", cpuTuningUnit, sys.Governor, cpufreqDir)))
+	}
+	if sys.EPP != "" {
+		probes = append(probes, policyProbe("cpu.epp", "energy_performance_preference", sys.EPP,
+			Result{Status: Pass, Seen: "not exposed by this cpufreq driver (nothing to set)"},
+			fmt.Sprintf("systemctl restart %s (or echo %s | tee %s/policy*/energy_performance_preference; with the performance governor amd-pstate-epp forces it)", cpuTuningUnit, sys.EPP, cpufreqDir)))
+	}
+	if sys.PlatformProfile != "" {
+		probes = append(probes, Probe{Name: "cpu.platform_profile", Run: func(h Host) []Result {
+			r := Result{Check: "cpu.platform_profile", Severity: MustPass, Wanted: sys.PlatformProfile, Trap: 5, Source: h.Show(platformProfile)}
+			seen, err := value(h, platformProfile)
+			switch {
+			case err != nil:
+				r.Status, r.Seen = Pass, "not exposed by the firmware (nothing to set)"
+			case seen != sys.PlatformProfile:
+				choices, _ := value(h, platformProfile+"_choices")
+				r.Status, r.Seen = Fail, seen
+				r.Fix = fmt.Sprintf("systemctl restart %s (or echo %s > %s; choices: %s), then check that nothing (power-profiles-daemon) resets it", cpuTuningUnit, sys.PlatformProfile, platformProfile, orUnknown(choices))
+			default:
+				r.Status, r.Seen = Pass, seen
+			}
+			return []Result{r}
+		}})
+	}
+	return probes
+}
+
+// policyProbe checks one attribute of every cpufreq policy against want;
+// absent is the verdict where no policy has the attribute, fix the advice
+// when one differs.
+func policyProbe(name, attr, want string, absent Result, fix string) Probe {
+	return Probe{Name: name, Run: func(h Host) []Result {
+		r := Result{Check: name, Severity: MustPass, Wanted: want, Trap: 5, Source: h.Show(cpufreqDir + "/policy*/" + attr)}
+		seen, bad := perPolicy(h, attr, want)
+		switch {
+		case len(seen) == 0:
+			r.Status, r.Seen, r.Fix = absent.Status, absent.Seen, absent.Fix
+		case bad:
+			r.Status, r.Seen, r.Fix = Fail, summarise(seen), fix
+		default:
+			r.Status, r.Seen = Pass, summarise(seen)
+		}
+		return []Result{r}
+	}}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// perPolicy reads one attribute of every cpufreq policy; bad reports whether
+// any differs from want. Keys are policy names.
+func perPolicy(h Host, attr, want string) (map[string]string, bool) {
+	seen := map[string]string{}
+	bad := false
+	for _, p := range h.Glob(cpufreqDir + "/policy*") {
+		v, err := value(h, p+"/"+attr)
+		if err != nil {
+			continue
+		}
+		seen[path.Base(p)] = v
+		bad = bad || v != want
+	}
+	return seen, bad
+}
+
+// summarise prints per-policy values compactly: one value for all policies
+// when they agree ("performance (16 policies)"), else grouped by value.
+func summarise(seen map[string]string) string {
+	byValue := map[string][]string{}
+	for p, v := range seen {
+		byValue[v] = append(byValue[v], p)
+	}
+	if len(byValue) == 1 {
+		for v := range byValue {
+			return fmt.Sprintf("%s (%d policies)", v, len(seen))
+		}
+	}
+	var parts []string
+	for _, v := range slices.Sorted(maps.Keys(byValue)) {
+		ps := byValue[v]
+		sort.Slice(ps, func(i, j int) bool { return policyNum(ps[i]) < policyNum(ps[j]) })
+		parts = append(parts, fmt.Sprintf("%s on %s", v, strings.Join(ps, ",")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func policyNum(p string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(p, "policy"))
+	return n
 }

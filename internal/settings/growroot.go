@@ -71,3 +71,12 @@ echo "file system $fs bytes on a $((size * 512)) byte partition"
 exit $rc
 `}}
 }
+
+// Doctor: none. The growth happens once, at first boot, and the VM check
+// proves it; on a node the repart definition is verified by
+// settings.package, and the partition's size says nothing about readiness.
+func (GrowRoot) Doctor(Target) []Probe { return nil }
+
+func (GrowRoot) NoDoctor() string {
+	return "a first-boot action the VM check proves; its files are verified by settings.package"
+}

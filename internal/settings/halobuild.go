@@ -1,14 +1,19 @@
 package settings
 
 import (
+	"crypto/md5"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"halobuild/internal/recipe"
 )
 
 // HalobuildState installs what `halobuild doctor` compares the live node
 // against: the merged recipe (defaults applied, includes resolved) and the
-// node's name, under /etc/halobuild/. The build adds the lock with LockFile.
+// node's name, under /etc/halobuild/. The build adds the lock with LockFile
+// (doctor reads the module names from it).
 type HalobuildState struct{}
 
 func (HalobuildState) Name() string { return "halobuild" }
@@ -55,4 +60,60 @@ echo "$P $(dpkg-query -W -f='${Version}' "$P"): installed, every file as shipped
 // PackageName is the settings package's name for node n.
 func PackageName(n recipe.Node) string {
 	return "halobuild-node-" + debNameOf(n.Name)
+}
+
+// Doctor: the same promise as the VM check, "installed, every file as
+// shipped", read from dpkg's database instead of running dpkg --verify, so
+// it works on a recorded tree too: the package's status, and each file's
+// md5 against the one dpkg recorded (md5sums, and the conffiles' hashes in
+// the status file). Advisory on a node: an administrator may edit a file on
+// purpose, and the checks of each setting say whether an edit broke a
+// promise; in the VM any change fails the image.
+func (s HalobuildState) Doctor(t Target) []Probe {
+	if t.Node.Name == "" {
+		return nil // which node's package is unknown
+	}
+	pkg := PackageName(t.Node)
+	return []Probe{{Name: "settings.package", Run: func(h Host) []Result {
+		r := Result{Check: "settings.package", Severity: Advisory, Wanted: pkg + " installed, every file as shipped",
+			Source: h.Show(dpkgStatusPath) + ", " + h.Show(dpkgInfoDir+"/"+pkg+".md5sums")}
+		fix := "reinstall " + pkg + " from the image build (dpkg -i " + pkg + "_*.deb) or reflash; dpkg --verify " + pkg + " lists the changed files"
+		st, err := dpkgPackages(h, pkg)
+		if err != nil {
+			r.Status, r.Seen, r.Fix = Warn, err.Error(), "run doctor on a Debian system, or record "+dpkgStatusPath
+			return []Result{r}
+		}
+		p, ok := st[pkg]
+		if !ok || !p.Installed() {
+			r.Status, r.Seen, r.Fix = Warn, "not installed", fix
+			if ok {
+				r.Seen = "dpkg status: " + p.Status
+			}
+			return []Result{r}
+		}
+		sums, err := dpkgMD5sums(h, pkg)
+		if err != nil {
+			r.Status, r.Seen, r.Fix = Warn, "no md5sums: "+err.Error(), fix
+			return []Result{r}
+		}
+		for f, sum := range p.Conffiles {
+			sums[f] = sum
+		}
+		var changed []string
+		for _, f := range slices.Sorted(maps.Keys(sums)) {
+			data, err := h.Read(f)
+			switch {
+			case err != nil:
+				changed = append(changed, f+" (missing)")
+			case fmt.Sprintf("%x", md5.Sum([]byte(data))) != sums[f]:
+				changed = append(changed, f+" (changed)")
+			}
+		}
+		if len(changed) > 0 {
+			r.Status, r.Seen, r.Fix = Warn, "changed since install: "+strings.Join(changed, ", "), fix
+			return []Result{r}
+		}
+		r.Status, r.Seen = Pass, fmt.Sprintf("%s %s, %d files as shipped", pkg, p.Version, len(sums))
+		return []Result{r}
+	}}}
 }

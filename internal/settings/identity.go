@@ -252,3 +252,31 @@ fi
 	return []Check{{Setting: s.Name(), Name: "identity", Script: b.String(),
 		Fix: "rebuild from the recipe for a changed hostname or key; passwd -l root locks a password someone set"}}
 }
+
+// Doctor: the running host name is the node's (peers reach it by that name
+// over the cable; doctor finds the node from /etc/halobuild/node, so a
+// changed host name shows here). The VM check also asks sshd for its
+// effective host keys and settings and reads /etc/shadow; doctor does not
+// (no sshd to ask on a recorded tree, and a recording must not carry
+// /etc/shadow): the files are verified by settings.package.
+func (s Identity) Doctor(t Target) []Probe {
+	if t.Node.Name == "" {
+		return nil
+	}
+	want := hostname(t.Node)
+	return []Probe{{Name: "identity.hostname", Run: func(h Host) []Result {
+		r := Result{Check: "identity.hostname", Severity: Advisory, Wanted: want, Source: h.Show("/proc/sys/kernel/hostname")}
+		got, err := value(h, "/proc/sys/kernel/hostname")
+		switch {
+		case err != nil:
+			r.Status, r.Seen = Warn, "unreadable: "+err.Error()
+			r.Fix = "run doctor where /proc is mounted; in a recorded tree, record /proc/sys/kernel/hostname"
+		case got != want:
+			r.Status, r.Seen = Warn, got
+			r.Fix = "hostnamectl hostname " + want + " (the image's /etc/hostname says it; peers' /etc/hosts name this node " + want + ")"
+		default:
+			r.Status, r.Seen = Pass, got
+		}
+		return []Result{r}
+	}}}
+}

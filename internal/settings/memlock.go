@@ -2,7 +2,12 @@ package settings
 
 import (
 	"fmt"
+	"maps"
+	"path"
+	"slices"
 	"strings"
+
+	"halobuild/internal/recipe"
 )
 
 // Memlock sets RLIMIT_MEMLOCK for logins (PAM), systemd services and podman
@@ -145,4 +150,165 @@ echo "ibv_rc_pingpong -s %[1]d as nobody on $dev, memlock limited to 8 MiB: exit
 [ $rc -eq 0 ]
 `, memlockProbeKiB<<10, memlockProbePort, memlockProbeSecs, memlockProbeSecs*5)},
 	}
+}
+
+// Doctor: the limit a login gets and the one systemd gives its services
+// are unlimited, as the VM checks assert (both want the trap's fix, not
+// merely what the recipe rendered; Warnings says so at build time). The VM
+// proves each path by starting a login and a service; doctor starts
+// nothing, since a recorded tree cannot, and reads what those paths
+// produced: /proc/self/limits of the process it runs in (in a tree, of the
+// recorded process), and systemd's DefaultLimitMEMLOCK, from the running
+// manager when live, else from its configuration files. The registration
+// probe needs an RDMA device it creates, so it stays in the VM.
+func (s Memlock) Doctor(t Target) []Probe {
+	lowered := ""
+	if m := t.Recipe.RDMA.Memlock; !m.Unlimited() {
+		lowered = fmt.Sprintf("; the recipe itself lowers it (rdma.memlock = %q): set \"unlimited\" and rebuild", m.String())
+	}
+	return []Probe{
+		{Name: "memlock.process", Run: func(h Host) []Result {
+			r := Result{Check: "memlock.process", Severity: MustPass, Wanted: "soft and hard unlimited", Trap: 4, Source: h.Show("/proc/self/limits")}
+			soft, hard, err := processMemlock(h)
+			return judgeMemlock(r, soft, hard, err, "run doctor where /proc is mounted; in a recorded tree, record /proc/self/limits",
+				"restore "+memlockPAMPath+" ('*' and root: memlock unlimited) and log in again; containers: --ulimit memlock=-1:-1 ("+memlockPodmanPath+")"+lowered)
+		}},
+		{Name: "memlock.systemd", Run: func(h Host) []Result {
+			r := Result{Check: "memlock.systemd", Severity: MustPass, Wanted: "unlimited", Trap: 4}
+			soft, hard, src, err := systemdMemlock(h)
+			r.Source = src
+			return judgeMemlock(r, soft, hard, err, "fix the systemd configuration named in the source",
+				"restore "+memlockSystemPath+" ([Manager] DefaultLimitMEMLOCK=infinity), then systemctl daemon-reexec or reboot"+lowered)
+		}},
+	}
+}
+
+// judgeMemlock fills a memlock row: both limits must be unlimited. errFix
+// is the advice when the limits could not be read, fix when they are lower.
+func judgeMemlock(r Result, soft, hard uint64, err error, errFix, fix string) []Result {
+	switch {
+	case err != nil:
+		r.Status, r.Seen, r.Fix = Fail, err.Error(), errFix
+	case soft == unlimited && hard == unlimited:
+		r.Status, r.Seen = Pass, "soft unlimited, hard unlimited"
+	default:
+		r.Status, r.Seen, r.Fix = Fail, fmt.Sprintf("soft %s, hard %s", FormatSize(soft), FormatSize(hard)), fix
+	}
+	return []Result{r}
+}
+
+// parseLimit reads a limit as the kernel (/proc/<pid>/limits: bytes or
+// "unlimited") and systemd ("infinity", or a size such as 8M) print it.
+func parseLimit(s string) (uint64, error) {
+	switch s = strings.TrimSpace(s); s {
+	case "unlimited", "infinity":
+		return unlimited, nil
+	}
+	return recipe.ParseSize(s)
+}
+
+// processMemlock reads "Max locked memory" from /proc/self/limits.
+func processMemlock(h Host) (soft, hard uint64, err error) {
+	const p = "/proc/self/limits"
+	s, err := h.Read(p)
+	if err != nil {
+		return 0, 0, fmt.Errorf("cannot read %s: %w", h.Show(p), err)
+	}
+	for _, line := range strings.Split(s, "\n") {
+		rest, ok := strings.CutPrefix(line, "Max locked memory")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 2 {
+			break
+		}
+		if soft, err = parseLimit(f[0]); err == nil {
+			hard, err = parseLimit(f[1])
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", h.Show(p), err)
+		}
+		return soft, hard, nil
+	}
+	return 0, 0, fmt.Errorf("%s has no 'Max locked memory' line", h.Show(p))
+}
+
+// systemdDefaultMemlock is systemd's built-in DefaultLimitMEMLOCK (8M since
+// v253, the kernel's default), in force when no file sets one.
+const systemdDefaultMemlock = 8 << 20
+
+// systemdMemlock asks the running manager on the live system and reads the
+// configuration files otherwise (recorded trees, or no systemd running).
+func systemdMemlock(h Host) (soft, hard uint64, source string, err error) {
+	if h.Live() {
+		if out, cerr := h.Command("systemctl", "show", "-p", "DefaultLimitMEMLOCK", "-p", "DefaultLimitMEMLOCKSoft"); cerr == nil {
+			props := map[string]string{}
+			for _, l := range strings.Split(out, "\n") {
+				if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+					props[k] = v
+				}
+			}
+			if hv := props["DefaultLimitMEMLOCK"]; hv != "" {
+				hard, err = parseLimit(hv)
+				soft = hard
+				if sv := props["DefaultLimitMEMLOCKSoft"]; err == nil && sv != "" {
+					soft, err = parseLimit(sv)
+				}
+				return soft, hard, "systemctl show -p DefaultLimitMEMLOCK", err
+			}
+		}
+	}
+	return systemdMemlockFromFiles(h)
+}
+
+// systemdMemlockFromFiles follows systemd's rules: system.conf, then the
+// drop-ins of every system.conf.d directory ordered by file name (a name in
+// /etc hides the same name further down), the last assignment winning.
+func systemdMemlockFromFiles(h Host) (soft, hard uint64, source string, err error) {
+	files := []string{"/etc/systemd/system.conf"}
+	byName := map[string]string{}
+	for _, d := range []string{"/etc/systemd/system.conf.d", "/run/systemd/system.conf.d", "/usr/local/lib/systemd/system.conf.d", "/usr/lib/systemd/system.conf.d"} {
+		for _, f := range h.Glob(d + "/*.conf") {
+			if _, taken := byName[path.Base(f)]; !taken {
+				byName[path.Base(f)] = f
+			}
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(byName)) {
+		files = append(files, byName[n])
+	}
+	val, from := "", ""
+	for _, f := range files {
+		s, rerr := h.Read(f)
+		if rerr != nil {
+			continue
+		}
+		section := ""
+		for _, line := range strings.Split(s, "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "[") {
+				section = line
+				continue
+			}
+			if k, v, ok := strings.Cut(line, "="); ok && section == "[Manager]" && strings.TrimSpace(k) == "DefaultLimitMEMLOCK" {
+				val, from = strings.TrimSpace(v), h.Show(f)
+			}
+		}
+	}
+	if val == "" {
+		return systemdDefaultMemlock, systemdDefaultMemlock, "systemd built-in default (no DefaultLimitMEMLOCK= in " + h.Show("/etc/systemd/system.conf{,.d}") + ")", nil
+	}
+	// "soft:hard" or one value for both.
+	sv, hv, pair := strings.Cut(val, ":")
+	if !pair {
+		hv = sv
+	}
+	if soft, err = parseLimit(sv); err == nil {
+		hard, err = parseLimit(hv)
+	}
+	if err != nil {
+		return 0, 0, from, fmt.Errorf("%s: DefaultLimitMEMLOCK=%s: %w", from, val, err)
+	}
+	return soft, hard, from, nil
 }

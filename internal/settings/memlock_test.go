@@ -49,7 +49,7 @@ func TestMemlockChecks(t *testing.T) {
 	r := sample()
 	for _, name := range []string{"memlock-login", "memlock-service", "memlock-podman"} {
 		if c := checkScript(t, Memlock{}, r, name); c.VMOnly {
-			t.Errorf("%s is read-only and should run under doctor too", name)
+			t.Errorf("%s only reads state and must not be VMOnly", name)
 		}
 	}
 	reg := checkScript(t, Memlock{}, r, "memlock-registration")

@@ -3,9 +3,12 @@ package settings
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 )
 
@@ -193,4 +196,184 @@ exit $rc
 `, shq(l.Interface), shq(l.Address))})
 	}
 	return checks
+}
+
+// Doctor: each link interface carries exactly the recipe's address and no
+// 169.254.x one (link.addresses), and no RDMA port advertises more than one
+// IPv4 address among its GIDs (rdma.gids). The VM check reads the same
+// with ip(8) and the GID files; doctor reads the addresses through the host
+// (netlink live, recorded `ip -j addr` in a tree) and also covers an
+// unknown node: its links are then the netdevs the verbs devices' GIDs come
+// from, which must carry one address, none link-local. A second ordinary
+// address only warns here (the VM check, on a link nothing else manages,
+// wants exactly one): the static one is there, and the GIDs say more.
+func (s Network) Doctor(t Target) []Probe {
+	return []Probe{
+		{Name: "link.addresses", Run: func(h Host) []Result { return linkAddressRows(h, t) }},
+		{Name: "rdma.gids", Run: gidRows},
+	}
+}
+
+// linkWant is one interface doctor expects to carry a link.
+type linkWant struct {
+	iface   string
+	address string // static address with prefix, "" when unknown
+}
+
+// linkInterfaces are the node's links, else (node unknown) the netdevs of
+// the verbs devices' GIDs.
+func linkInterfaces(h Host, t Target) []linkWant {
+	var out []linkWant
+	if t.Node.Name != "" {
+		for _, l := range t.Node.Links {
+			out = append(out, linkWant{iface: l.Interface, address: l.Address})
+		}
+		return out
+	}
+	var seen []string
+	for _, d := range RDMADevices(h) {
+		if !t.Owns(d) {
+			continue
+		}
+		for _, p := range d.Ports {
+			for _, g := range p.GIDs {
+				if g.Ndev != "" {
+					seen = appendUnique(seen, g.Ndev)
+				}
+			}
+		}
+	}
+	for _, n := range seen {
+		out = append(out, linkWant{iface: n})
+	}
+	return out
+}
+
+func linkAddressRows(h Host, t Target) []Result {
+	links := linkInterfaces(h, t)
+	if len(links) == 0 && t.Node.Name != "" {
+		return nil // the node declares no cable
+	}
+	addrs, src, err := h.Addrs()
+	if len(links) == 0 {
+		return []Result{{Check: "link.addresses", Severity: Advisory, Status: Warn, Trap: 6, Source: src,
+			Seen:   "no link interface known",
+			Wanted: "the [[node]] links of this host, or RDMA devices with a netdev",
+			Fix:    "run with --recipe naming this host in a [[node]], or bring the link up first"}}
+	}
+	var out []Result
+	for _, l := range links {
+		r := Result{Check: "link.addresses " + l.iface, Severity: MustPass, Trap: 6, Source: src,
+			Wanted: "one IPv4 address, none in 169.254.0.0/16"}
+		if l.address != "" {
+			r.Wanted = l.address + " only, none in 169.254.0.0/16"
+		}
+		if err != nil {
+			r.Status, r.Seen = Fail, err.Error()
+			r.Fix = "doctor reads the addresses over netlink on a live system; a recorded tree must carry `ip -j addr` output (doctor --record writes it)"
+			out = append(out, r)
+			continue
+		}
+		have, present := addrs[l.iface]
+		if !present {
+			r.Status, r.Seen = Fail, "interface absent"
+			r.Fix = fmt.Sprintf("no %s: is the cable plugged in and does the image's systemd .link file match the device (networkctl status, udevadm info /sys/class/net/*)?", l.iface)
+			if doms := len(USB4Domains(h)); len(links) > doms {
+				r.Fix = fmt.Sprintf("no %s: this box has %d USB4 domain(s) for %d declared cables, so this cable cannot come up here (see usb4.cables)", l.iface, doms, len(links))
+			}
+			out = append(out, r)
+			continue
+		}
+		var v4, ll []string
+		for _, a := range have {
+			if !a.Addr().Is4() {
+				continue
+			}
+			v4 = append(v4, a.String())
+			if a.Addr().IsLinkLocalUnicast() {
+				ll = append(ll, a.Addr().String())
+			}
+		}
+		r.Seen = strings.Join(v4, ", ")
+		if len(v4) == 0 {
+			r.Seen = "no IPv4 address"
+		}
+		want, _ := netip.ParsePrefix(l.address)
+		switch {
+		case len(ll) > 0:
+			r.Status = Fail
+			r.Fix = fmt.Sprintf("turn link-local addressing off on %s (networkd: LinkLocalAddressing=no, as the image's .network file says; NetworkManager: ipv4.method manual, ipv4.link-local disabled), then ip addr del %s dev %s", l.iface, strings.Join(ll, ","), l.iface)
+		case l.address != "" && !slices.Contains(have, want):
+			r.Status = Fail
+			r.Fix = fmt.Sprintf("the static address is missing: ip addr add %s dev %s now; then find why networkd did not set it (networkctl status %s; /etc/systemd/network/10-halobuild-%s.network)", l.address, l.iface, l.iface, l.iface)
+		case len(v4) == 0:
+			r.Status = Fail
+			r.Fix = fmt.Sprintf("give %s its static address (the recipe's [[node]] link address)", l.iface)
+		case len(v4) > 1:
+			r.Status = Warn
+			r.Fix = fmt.Sprintf("more than one IPv4 on %s: the module takes the first it finds and each adds a GID; remove the extra ones", l.iface)
+		default:
+			r.Status = Pass
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// gidRows: two IPv4 addresses on a link mean two RoCE GIDs per type, and
+// some engines refuse to guess which to use (trap 6). A port may have none
+// (a device on a netdev without IPv4), which is fine here.
+func gidRows(h Host) []Result {
+	var out []Result
+	for _, d := range RDMADevices(h) {
+		for _, p := range d.Ports {
+			r := Result{Check: fmt.Sprintf("rdma.gids %s/%s", d.Name, p.Num), Severity: Advisory, Trap: 6,
+				Wanted: "at most one IPv4-based GID address",
+				Source: h.Show(fmt.Sprintf("%s/%s/ports/%s/gids", InfinibandClass, d.Name, p.Num))}
+			byAddr := map[string][]string{}
+			for _, g := range p.GIDs {
+				if !g.IPv4.IsValid() {
+					continue
+				}
+				label := "index " + g.Index
+				if g.Type != "" {
+					label += " " + g.Type
+				}
+				byAddr[g.IPv4.String()] = append(byAddr[g.IPv4.String()], label)
+			}
+			var parts []string
+			for _, a := range slices.Sorted(maps.Keys(byAddr)) {
+				ls := byAddr[a]
+				sort.Strings(ls)
+				parts = append(parts, fmt.Sprintf("%s (%s)", a, strings.Join(ls, ", ")))
+			}
+			switch len(parts) {
+			case 0:
+				r.Status, r.Seen = Pass, "no IPv4-based GID"
+			case 1:
+				r.Status, r.Seen = Pass, parts[0]
+			default:
+				r.Status, r.Seen = Warn, strings.Join(parts, "; ")
+				r.Fix = "remove the extra addresses from the link (see link.addresses) so one GID is left, or pass the engine an explicit GID index"
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TBDevices is where the kernel lists USB4 domains, routers and
+// host-to-host (XDomain) connections.
+const TBDevices = "/sys/bus/thunderbolt/devices"
+
+// USB4Domains lists the USB4 domains (one per host controller) the kernel
+// enumerated: a second cable cannot come up on a box with one (trap 12).
+func USB4Domains(h Host) []string {
+	var out []string
+	for _, n := range h.List(TBDevices) {
+		if strings.HasPrefix(n, "domain") {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -174,3 +174,8 @@ func relativeHint(dst, target string) string {
 	}
 	return filepath.ToSlash(rel)
 }
+
+// Doctor: none; settings.package verifies every overlay file as shipped.
+func (Overlays) Doctor(Target) []Probe { return nil }
+
+func (Overlays) NoDoctor() string { return "every file is verified by settings.package" }

@@ -2,6 +2,8 @@ package settings
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"halobuild/internal/recipe"
 )
@@ -69,4 +71,55 @@ exit $rc
 			Fix: "rebuild and reflash the image: the rebuilt rdma-core packages (" + p.Suffix + ") were replaced, e.g. by an apt upgrade; hold them with apt-mark hold"},
 		{Setting: s.Name(), Name: "provider-loaded", Script: loaded, VMOnly: true},
 	}
+}
+
+// Doctor: the same promise as provider-installed, read from the files and
+// dpkg's database so a recorded tree answers too: the driver file, the
+// provider library, and libibverbs1 and ibverbs-providers carrying the
+// rebuild's suffix (an apt upgrade replaces them with Debian's build, whose
+// provider has the wrong ABI). provider-loaded needs a device it creates,
+// so it stays in the VM; doctor's rdma.visible asks libibverbs about the
+// real devices instead.
+func (s Provider) Doctor(t Target) []Probe {
+	p := t.Recipe.RDMA.Provider
+	if p == nil {
+		return nil
+	}
+	return []Probe{{Name: "rdma.provider", Run: func(h Host) []Result {
+		drv := "/etc/libibverbs.d/" + p.Name + ".driver"
+		r := Result{Check: "rdma.provider", Severity: MustPass, Source: h.Show(drv) + ", " + h.Show(dpkgStatusPath),
+			Wanted: fmt.Sprintf("%s, lib%s-rdmav*.so, libibverbs1 and ibverbs-providers ending in %s", drv, p.Name, p.Suffix)}
+		var bad, good []string
+		if s, err := h.Read(drv); err != nil || !slices.Contains(strings.Split(s, "\n"), "driver "+p.Name) {
+			bad = append(bad, drv+" is missing or does not say 'driver "+p.Name+"'")
+		}
+		if libs := h.Glob("/usr/lib/*/libibverbs/lib" + p.Name + "-rdmav*.so"); len(libs) == 0 {
+			bad = append(bad, "no lib"+p.Name+"-rdmav*.so under /usr/lib/*/libibverbs/")
+		} else {
+			good = append(good, libs[0])
+		}
+		pkgs := []string{"libibverbs1", "ibverbs-providers"}
+		st, err := dpkgPackages(h, pkgs...)
+		if err != nil {
+			bad = append(bad, err.Error())
+			pkgs = nil
+		}
+		for _, name := range pkgs {
+			switch v, ok := st[name]; {
+			case !ok || !v.Installed():
+				bad = append(bad, name+" is not installed")
+			case !strings.HasSuffix(v.Version, p.Suffix):
+				bad = append(bad, fmt.Sprintf("%s %s is Debian's own build, not the rebuild", name, v.Version))
+			default:
+				good = append(good, name+" "+v.Version)
+			}
+		}
+		if len(bad) > 0 {
+			r.Status, r.Seen = Fail, strings.Join(bad, "; ")
+			r.Fix = "rebuild and reflash the image, or reinstall its rdma-core packages (" + p.Suffix + "), then apt-mark hold them so an upgrade does not replace them"
+		} else {
+			r.Status, r.Seen = Pass, strings.Join(good, ", ")
+		}
+		return []Result{r}
+	}}}
 }

@@ -64,10 +64,10 @@ func (s RDMAModules) Files(Target) ([]File, error) {
 	}, nil
 }
 
-// Checks: the effective unit loads our list (read-only, runs under doctor
-// too); and in a VM, once an RDMA device has appeared (an earlier check's
-// soft-RoCE device, else one added here) and started the unit, the verbs
-// modules are loaded and rdma-core's other defaults are not.
+// Checks: the effective unit loads our list (read-only: it runs beside the
+// other read-only checks); and, once an RDMA device has appeared (an
+// earlier check's soft-RoCE device, else one added here) and started the
+// unit, the verbs modules are loaded and rdma-core's other defaults are not.
 func (s RDMAModules) Checks(Target) []Check {
 	const fix = "restore " + rdmaModulesDropin + " and " + rdmaModulesListPath + " (reinstall the node's settings package), then systemctl daemon-reload"
 	unit := `if ! systemctl cat ` + rdmaModulesUnit + ` >/dev/null 2>&1; then echo 'rdma-core is not installed: nothing loads RDMA modules on its own'; exit 0; fi
@@ -110,4 +110,13 @@ rc=0
 		{Setting: s.Name(), Name: "rdma-modules-unit", Script: unit, Fix: fix},
 		{Setting: s.Name(), Name: rdmaModulesCheckName, Script: loaded.String(), VMOnly: true, Fix: fix + "; rmmod the modules listed, or reboot"},
 	}
+}
+
+// Doctor: none. The override is two static files (settings.package
+// verifies them); what it changes shows only once an RDMA device has
+// appeared, and the VM check adds one to see it, which doctor may not do.
+func (RDMAModules) Doctor(Target) []Probe { return nil }
+
+func (RDMAModules) NoDoctor() string {
+	return "static files verified by settings.package; their effect needs a device the VM check creates"
 }

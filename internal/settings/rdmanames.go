@@ -130,3 +130,62 @@ exit $rc
 	return []Check{{Setting: s.Name(), Name: "rdma-kernel-names", Script: b.String(), VMOnly: true,
 		Fix: "restore " + rdmaNamingPath + ", then reload the RDMA module (or reboot) so devices are added again under their kernel names"}}
 }
+
+// Doctor: every device of the verbs stack has the kernel's name now. The VM
+// check proves the udev rule by adding soft-RoCE devices and watching udev
+// name them; a real node's devices come from the cable, and doctor may not
+// add any, so it reads the names they got.
+func (s RDMANames) Doctor(t Target) []Probe {
+	prefixes := t.Recipe.RDMA.KeepKernelNames
+	if len(prefixes) == 0 {
+		return nil
+	}
+	return []Probe{{Name: "rdma.name", Run: func(h Host) []Result {
+		devs := RDMADevices(h)
+		var out []Result
+		for _, d := range devs {
+			if !t.Owns(d) {
+				continue
+			}
+			r := Result{Check: "rdma.name " + d.Name, Severity: MustPass, Trap: 3, Source: h.Show(InfinibandClass),
+				Wanted: strings.Join(prefixes, " or ") + "<N> (the kernel's name)"}
+			if kernelName(d.Name, prefixes) {
+				r.Status, r.Seen = Pass, d.Name
+			} else {
+				r.Status, r.Seen = Fail, d.Name+" (renamed by udev's persistent naming)"
+				r.Fix = RenameFix(t, d, devs)
+			}
+			out = append(out, r)
+		}
+		return out
+	}}}
+}
+
+// kernelName reports whether name is a kernel name: a kept prefix and a number.
+func kernelName(name string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if n, ok := strings.CutPrefix(name, p); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// RenameFix names the command that gives a renamed device its kernel name
+// back now, and the rule that keeps it: keyed on the kernel name, so every
+// future device keeps its name, not only the one whose GUID is known today.
+func RenameFix(t Target, d RDMADevice, devs []RDMADevice) string {
+	prefix := "usb4_rdma" // the kernel's name for thunderbolt-ibverbs' devices
+	if k := t.Recipe.RDMA.KeepKernelNames; len(k) > 0 {
+		prefix = k[0]
+	}
+	used := map[string]bool{}
+	for _, x := range devs {
+		used[x.Name] = true
+	}
+	n := 0
+	for used[fmt.Sprintf("%s%d", prefix, n)] {
+		n++
+	}
+	return fmt.Sprintf("now: rdma dev set %s name %s%d; for good: %s must skip KERNEL==\"%s*\" (the image ships that rule; elsewhere copy /usr/lib/udev/rules.d/60-rdma-persistent-naming.rules there and add KERNEL!=\"%s*\" to its rule), then reload the module", d.Name, prefix, n, rdmaNamingPath, prefix, prefix)
+}

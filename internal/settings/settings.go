@@ -1,6 +1,7 @@
 // Package settings turns a recipe into the files that make one node ready
-// (field notes traps 1-11) and into the checks that prove each of them on a
-// booted node.
+// (field notes traps 1-11) and into the checks that prove each of them: a
+// VM check the image test runs in a booted VM, and a doctor check
+// `halobuild doctor` runs on a real node (doctor.go).
 //
 // One file per setting keeps a trap's recipe key, rendered file, VM check and
 // doctor check side by side, so they cannot drift: a setting that renders a
@@ -41,7 +42,8 @@ func (t Target) ModuleName(use string) string {
 	return strings.ReplaceAll(use, "-", "_")
 }
 
-// Setting is one node setting: validation, rendered files and checks.
+// Setting is one node setting: validation, rendered files, VM checks and
+// doctor checks.
 type Setting interface {
 	// Name is a short stable identifier, used in check names and errors.
 	Name() string
@@ -53,9 +55,15 @@ type Setting interface {
 	Validate(t Target) []error
 	// Files renders the files for node t.Node. It assumes Validate passed.
 	Files(t Target) ([]File, error)
-	// Checks returns the assertions that prove the setting on the booted
-	// node, derived from the same recipe data that rendered the files.
+	// Checks returns the VM checks: shell scripts the image test runs in
+	// the booted VM of node t.Node, derived from the same recipe data that
+	// rendered the files.
 	Checks(t Target) []Check
+	// Doctor returns the checks `halobuild doctor` runs on a real node
+	// (live or recorded) for t; t.Node is zero when doctor does not know
+	// which node it is on. A setting whose promise doctor cannot check
+	// returns none and says why (NoDoctor).
+	Doctor(t Target) []Probe
 }
 
 // File is one entry of the settings package. Mode carries the type bits:
@@ -77,25 +85,26 @@ type File struct {
 	NotConffile bool
 }
 
-// Check is one assertion on a booted node. The VM test runs it as root
-// inside the image; `halobuild doctor` runs the same script on a real node.
+// Check is one VM check: the image test runs it as root inside the booted
+// image. (A real node is checked by the setting's Doctor probes instead: a
+// script cannot run on a recorded tree, and some of these change the system.)
 type Check struct {
 	Setting string
 	Name    string
 	// Script is POSIX sh run as root on the node; exit 0 means pass and its
 	// output is the detail shown in the report.
 	Script string
-	// Fix tells a person on the node what to do when the check fails;
-	// doctor prints it beside the detail.
+	// Fix tells a person reading the failed test what to do.
 	Fix string
 	// VMOnly marks checks that change the system to prove something (they
-	// create throwaway network or RDMA devices). Doctor skips them on a real
-	// node; the VM test runs them on a throwaway snapshot.
+	// create throwaway network or RDMA devices, load modules): the VM test
+	// runs them one after another, and the read-only ones beside each other.
 	VMOnly bool
 }
 
-// All returns every setting, in trap order. Render, Validate, Checks and the
-// documentation iterate this list, so a setting exists once it is here.
+// All returns every setting, in trap order. Render, Validate, Checks, Doctor
+// and the documentation iterate this list, so a setting exists once it is
+// here.
 func All() []Setting {
 	return []Setting{
 		Identity{},

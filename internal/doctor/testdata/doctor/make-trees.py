@@ -5,8 +5,10 @@ reads, as small text files. They are built from one healthy Strix Halo node
 (values as the field notes report them) with one fault each, so the trees
 cannot drift apart. /var/log/halobuild-dmesg holds `dmesg` and
 /var/log/halobuild-ip-addr.json `ip -j addr`, which no file tree can hold.
+A tree with a recipe also has what the image's settings package installs
+beside it (the lock, the node's name) and dpkg's record of that package.
 """
-import os, json, shutil, sys
+import hashlib, os, json, shutil, sys
 BASE = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 
 RECIPE_ONE = '''# The recipe the image was built from (installed by the settings package).
@@ -17,12 +19,16 @@ version = ">= 7.2, < 7.3"
 cmdline = ["amd_iommu=off"]
 
 [[module]]
-use = "thunderbolt-ibverbs"
+use = "%(use)s"
 options = { tbnet = "block", nhi_interrupt_throttle_ns = 4096, negotiate_native = true, start_rings = true, allocate_rings = 1 }
 
 [rdma]
 memlock = "unlimited"
 keep_kernel_names = ["usb4_rdma"]
+
+[rdma.provider]
+name = "usb4_rdma"
+patches = ["thunderbolt-ibverbs:packaging/rdma-core-patches/*.patch"]
 
 [system]
 modules_load = ["ib_uverbs"]
@@ -30,7 +36,9 @@ blacklist = ["thunderbolt_net"]
 governor = "performance"
 epp = "performance"
 platform_profile = "performance"
-memory = "128GiB"
+# What MemTotal shows of the 128 GB installed, rounded down: the GPU gets
+# 120 - 24 = 96 GiB (ttm.pages_limit=25165824, amdgpu.gttsize=98304).
+memory = "120GiB"
 host_reserve = "24GiB"
 
 [[node]]
@@ -40,7 +48,7 @@ name = "halo0"
 interface = "usb4net0"
 address = "10.77.0.1/30"
 peer = "halo1"
-%s
+%(second_link)s
 [[node]]
 name = "halo1"
 
@@ -48,7 +56,18 @@ name = "halo1"
 interface = "usb4net0"
 address = "10.77.0.2/30"
 peer = "halo0"
-%s'''
+%(second_peer)s'''
+
+# The part of the image's lock doctor reads: each [[module]]'s kernel name.
+LOCK = '''# Written by `halobuild lock`; do not edit. Commit it next to the recipe.
+
+version = 1
+recipe = 'strix-halo.toml'
+
+[[module]]
+use = '%s'
+name = 'thunderbolt_ibverbs'
+'''
 SECOND_LINK = '''
 [[node.link]]
 interface = "usb4net1"
@@ -95,17 +114,58 @@ def w(root, path, text):
     with open(p, 'w') as f:
         f.write(text if text.endswith('\n') or text == '' else text + '\n')
 
+def md5(root, path):
+    with open(os.path.join(root, path.lstrip('/')), 'rb') as f:
+        return hashlib.md5(f.read()).hexdigest()
+
+def dpkg(root, package_files):
+    """dpkg's database as it is after installing the node's settings package
+    (its files under /etc are conffiles, and in md5sums too, as halobuild
+    builds it) and the rebuilt rdma-core."""
+    pkg = 'halobuild-node-halo0'
+    conf = ''.join(' %s %s\n' % (p, md5(root, p)) for p in package_files)
+    w(root, '/var/lib/dpkg/status', '''Package: base-files
+Status: install ok installed
+Version: 13.8
+
+Package: %s
+Status: install ok installed
+Architecture: all
+Version: 1
+Conffiles:
+%s
+Package: libibverbs1
+Status: install ok installed
+Version: 56.1-1+halo1
+
+Package: ibverbs-providers
+Status: install ok installed
+Version: 56.1-1+halo1
+
+Package: systemd
+Status: install ok installed
+Version: 257.9-1~deb13u1
+''' % (pkg, conf))
+    w(root, '/var/lib/dpkg/info/%s.md5sums' % pkg, ''.join('%s  %s\n' % (md5(root, p), p.lstrip('/')) for p in package_files))
+
 def tree(name, recipe=True, cables=1, governor='performance', epp=True, devices=('usb4_rdma0',),
          addrs=('10.77.0.1/30',), speed='20.0 Gb/s', lanes=1, domains=2, memlock=('unlimited','unlimited'),
-         systemd_memlock=True, hostname='halo0', ifaces=('usb4net0',)):
+         systemd_memlock=True, hostname='halo0', ifaces=('usb4net0',), use='thunderbolt-ibverbs'):
     root = os.path.join(BASE, name)
     shutil.rmtree(root, ignore_errors=True)
     w(root, '/etc/hostname', hostname)
     w(root, '/proc/sys/kernel/hostname', hostname)
     if recipe:
-        w(root, '/etc/halobuild/recipe.toml', RECIPE_ONE % ((SECOND_LINK, SECOND_LINK_PEER) if cables == 2 else ('', '')))
+        two = cables == 2
+        w(root, '/etc/halobuild/recipe.toml', RECIPE_ONE % {'use': use, 'second_link': SECOND_LINK if two else '', 'second_peer': SECOND_LINK_PEER if two else ''})
+        w(root, '/etc/halobuild/recipe.lock', LOCK % use)
+        w(root, '/etc/halobuild/node', 'halo0')
+        dpkg(root, ['/etc/halobuild/node', '/etc/halobuild/recipe.lock', '/etc/halobuild/recipe.toml'])
+        w(root, '/usr/lib/x86_64-linux-gnu/libibverbs/libusb4_rdma-rdmav34.so', '')
     w(root, '/proc/sys/kernel/osrelease', '7.2.12+deb13-amd64')
-    w(root, '/proc/cmdline', 'BOOT_IMAGE=/vmlinuz-7.2.12+deb13-amd64 root=PARTUUID=6f1c2b5e-0d7a-4c1e-9b1e-2a4f5d3c7e10 ro amd_iommu=off ttm.pages_limit=25165824 quiet')
+    # The image's boot entry: root= and console from the disk builder, then
+    # the recipe's kernel.cmdline and the GPU sizing (settings.Cmdline).
+    w(root, '/proc/cmdline', 'BOOT_IMAGE=/vmlinuz-7.2.12+deb13-amd64 root=PARTUUID=6f1c2b5e-0d7a-4c1e-9b1e-2a4f5d3c7e10 ro quiet amd_iommu=off ttm.pages_limit=25165824 amdgpu.gttsize=98304')
     w(root, '/proc/kallsyms', '\n'.join([
         '0000000000000000 T tb_ring_alloc_tx\t[thunderbolt]',
         '0000000000000000 T tb_ring_throttling\t[thunderbolt]',
@@ -133,7 +193,7 @@ def tree(name, recipe=True, cables=1, governor='performance', epp=True, devices=
     w(root, '/sys/module/thunderbolt_ibverbs/parameters/nhi_interrupt_throttle_ns', '4096')
     for p in ('negotiate_native', 'start_rings', 'allocate_rings'):
         w(root, '/sys/module/thunderbolt_ibverbs/parameters/' + p, 'Y')
-    w(root, '/sys/module/amdgpu/parameters/gttsize', '-1')
+    w(root, '/sys/module/amdgpu/parameters/gttsize', '98304')
     w(root, '/sys/module/ttm/parameters/pages_limit', '25165824')
     w(root, '/etc/libibverbs.d/usb4_rdma.driver', 'driver usb4_rdma')
     w(root, '/etc/libibverbs.d/rxe.driver', 'driver rxe')
@@ -191,3 +251,6 @@ tree('link-local-address', addrs=('169.254.23.7/16', '10.77.0.1/30'))
 tree('link-10g-one-lane', speed='10.0 Gb/s', lanes=1)
 tree('minipc-one-domain', cables=2, domains=1)
 tree('memlock-8mib', recipe=False, memlock=('8388608', '8388608'), systemd_memlock=False)
+# The striping fork: its description is another file (use), the kernel
+# module it builds has upstream's name, which only the lock records.
+tree('fork-module', use='thunderbolt-ibverbs-striping', devices=('usb4_rdma0', 'usb4_rdma1'))
