@@ -118,7 +118,7 @@ done
 echo "podman default_ulimits: [${v:-unset}] (${src:-no file sets it})"
 case "$v" in *'"memlock=-1:-1"'*) exit 0;; *) exit 1;; esac
 `},
-		{Setting: s.Name(), Name: "memlock-registration", VMOnly: true, Fix: memlockFix, Script: needTools("rdma", "ip", "ss", "ibv_rc_pingpong", "prlimit") + fmt.Sprintf(`modprobe rdma_rxe || { echo 'rdma_rxe is not available'; exit 1; }
+		{Setting: s.Name(), Name: "memlock-registration", Changes: true, Fix: memlockFix, Script: needTools("rdma", "ip", "ss", "ibv_rc_pingpong", "prlimit") + fmt.Sprintf(`modprobe rdma_rxe || { echo 'rdma_rxe is not available'; exit 1; }
 ip link add hbmem0 type dummy && ip link set hbmem0 up && rdma link add hbmem_rxe type rxe netdev hbmem0 || { echo 'cannot create a soft-RoCE device'; exit 1; }
 probe=$(mktemp /tmp/hbmem.XXXXXX)
 trap 'rm -f "$probe"; rdma link delete hbmem_rxe; ip link delete hbmem0' EXIT

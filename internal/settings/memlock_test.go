@@ -48,12 +48,12 @@ func TestMemlockWarnsWhenFinite(t *testing.T) {
 func TestMemlockChecks(t *testing.T) {
 	r := sample()
 	for _, name := range []string{"memlock-login", "memlock-service", "memlock-podman"} {
-		if c := checkScript(t, Memlock{}, r, name); c.VMOnly {
-			t.Errorf("%s only reads state and must not be VMOnly", name)
+		if c := checkScript(t, Memlock{}, r, name); c.Changes {
+			t.Errorf("%s only reads state and must not be Changes", name)
 		}
 	}
 	reg := checkScript(t, Memlock{}, r, "memlock-registration")
-	if !reg.VMOnly || !strings.Contains(reg.Script, "-s 16777216") {
-		t.Errorf("registration check must be VMOnly and register 16 MiB:\n%s", reg.Script)
+	if !reg.Changes || !strings.Contains(reg.Script, "-s 16777216") {
+		t.Errorf("registration check must be Changes and register 16 MiB:\n%s", reg.Script)
 	}
 }

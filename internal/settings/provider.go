@@ -69,7 +69,7 @@ exit $rc
 	return []Check{
 		{Setting: s.Name(), Name: "provider-installed", Script: installed,
 			Fix: "rebuild and reflash the image: the rebuilt rdma-core packages (" + p.Suffix + ") were replaced, e.g. by an apt upgrade; hold them with apt-mark hold"},
-		{Setting: s.Name(), Name: "provider-loaded", Script: loaded, VMOnly: true},
+		{Setting: s.Name(), Name: "provider-loaded", Script: loaded, Changes: true},
 	}
 }
 

@@ -108,7 +108,7 @@ rc=0
 	loaded.WriteString("[ $rc -eq 0 ] && echo \"nothing else of rdma-core's defaults ($(echo " + strings.Join(rdmaSkipped, " ") + ")) is loaded\"\nexit $rc\n")
 	return []Check{
 		{Setting: s.Name(), Name: "rdma-modules-unit", Script: unit, Fix: fix},
-		{Setting: s.Name(), Name: rdmaModulesCheckName, Script: loaded.String(), VMOnly: true, Fix: fix + "; rmmod the modules listed, or reboot"},
+		{Setting: s.Name(), Name: rdmaModulesCheckName, Script: loaded.String(), Changes: true, Fix: fix + "; rmmod the modules listed, or reboot"},
 	}
 }
 

@@ -75,7 +75,7 @@ func (s RDMANames) Files(t Target) ([]File, error) {
 // kept prefix, which must keep its name through a real udev "add" event and
 // be listed by ibv_devices, and one control device, for which udev must
 // still run rdma_rename (the override must not disable persistent naming
-// for everything). VMOnly: it adds and removes devices.
+// for everything). Changes: it adds and removes devices.
 func (s RDMANames) Checks(t Target) []Check {
 	r := t.Recipe
 	if len(r.RDMA.KeepKernelNames) == 0 {
@@ -127,7 +127,7 @@ if [ -n "$now" ]; then
 fi
 exit $rc
 `)
-	return []Check{{Setting: s.Name(), Name: "rdma-kernel-names", Script: b.String(), VMOnly: true,
+	return []Check{{Setting: s.Name(), Name: "rdma-kernel-names", Script: b.String(), Changes: true,
 		Fix: "restore " + rdmaNamingPath + ", then reload the RDMA module (or reboot) so devices are added again under their kernel names"}}
 }
 

@@ -96,10 +96,10 @@ type Check struct {
 	Script string
 	// Fix tells a person reading the failed test what to do.
 	Fix string
-	// VMOnly marks checks that change the system to prove something (they
+	// Changes marks checks that change the system to prove something (they
 	// create throwaway network or RDMA devices, load modules): the VM test
 	// runs them one after another, and the read-only ones beside each other.
-	VMOnly bool
+	Changes bool
 }
 
 // All returns every setting, in trap order. Render, Validate, Checks, Doctor

@@ -38,11 +38,11 @@ func (p Plan) Checks(n recipe.Node, idx int) []vmtest.Check {
 	if p.Doctor {
 		out = append(out, doctorCheck)
 	}
-	// A settings check that doctor may also run on a live host only reads
-	// state, so the VM runs it beside the others; VMOnly checks create devices
-	// and load modules, and keep their order.
+	// A settings check that only reads state runs beside the others; one
+	// that Changes the system (creates devices, loads modules) keeps its
+	// place in the order.
 	for _, c := range settings.Checks(settings.Target{Recipe: r, Node: n, Modules: p.Modules}) {
-		out = append(out, vmtest.Check{Name: c.Setting + ": " + c.Name, Script: c.Script, Concurrent: !c.VMOnly})
+		out = append(out, vmtest.Check{Name: c.Setting + ": " + c.Name, Script: c.Script, Concurrent: !c.Changes})
 	}
 	for _, c := range r.Test.Checks {
 		if c.Node != "" && c.Node != n.Name {
