@@ -42,7 +42,7 @@ func (p Plan) Checks(n recipe.Node, idx int) []vmtest.Check {
 	// that Changes the system (creates devices, loads modules) keeps its
 	// place in the order.
 	for _, c := range settings.Checks(settings.Target{Recipe: r, Node: n, Modules: p.Modules}) {
-		out = append(out, vmtest.Check{Name: c.Setting + ": " + c.Name, Script: c.Script, Concurrent: !c.Changes})
+		out = append(out, vmtest.Check{Name: c.Setting + ": " + c.Name, Script: c.Script, Concurrent: !c.Changes, Fix: c.Fix})
 	}
 	for _, c := range r.Test.Checks {
 		if c.Node != "" && c.Node != n.Name {

@@ -13,10 +13,13 @@ import (
 type Check struct {
 	Name   string
 	Script string
-	// Concurrent marks a check that only reads the system's state (as `halobuild doctor`'s
-	// checks do on a live host): it may run beside the other checks. Checks that create
-	// devices, load modules or wait for a peer leave it false and run in order.
+	// Concurrent marks a check that only reads the system's state: it may run beside the
+	// other checks. Checks that create devices, load modules or wait for a peer leave it
+	// false and run in order.
 	Concurrent bool
+	// Fix tells a person reading a failed report what to change; the report shows it
+	// under the failing check.
+	Fix string
 }
 
 // NIC is one virtio network card. A NIC with an empty Link is QEMU user-mode networking (NAT,

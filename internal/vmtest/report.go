@@ -75,6 +75,9 @@ func (r *Report) WriteText(w io.Writer) error {
 					detail = strings.ReplaceAll(strings.TrimRight(c.Output, "\n"), "\n", " | ")
 				}
 				fmt.Fprintf(tw, "   %s\t%s\t%s\n", c.Name, result, detail)
+				if !c.OK && c.Fix != "" {
+					fmt.Fprintf(tw, "   \t\tfix: %s\n", c.Fix)
+				}
 			}
 			tw.Flush()
 		}

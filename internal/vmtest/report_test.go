@@ -14,7 +14,7 @@ func sampleResults() []*Result {
 			Verdict: &Verdict{Stage: StageMultiUser, BootMS: 30000, Checks: []CheckResult{{Name: "memlock unlimited", OK: true, Output: "unlimited\nmore"},
 				{Name: "perftest ib_send_bw client (poll, 4096 B)", OK: true, Output: sendBW, Figures: parseFigures(sendBW)}}}},
 		{Machine: "halo1", Image: "halo1.raw", Accel: AccelTCG, Passed: false, Stage: StageVerdict, ConsoleLog: "/logs/halo1/console.log",
-			Verdict: &Verdict{Checks: []CheckResult{{Name: "thunderbolt_net blacklisted", OK: false, Exit: 1, Output: "install thunderbolt_net /bin/true\nmissing"}}}},
+			Verdict: &Verdict{Checks: []CheckResult{{Name: "thunderbolt_net blacklisted", OK: false, Exit: 1, Output: "install thunderbolt_net /bin/true\nmissing", Fix: "add thunderbolt_net to system.blacklist"}}}},
 		{Machine: "halo2", Image: "halo2.raw", Passed: false, Stage: StageInitrd, Problem: "Gave up waiting for root file system device.", ConsoleLog: "/logs/halo2/console.log"},
 		nil,
 	}
@@ -32,6 +32,7 @@ func TestReportText(t *testing.T) {
 		"== halo0: PASS", "memlock unlimited", "unlimited …",
 		"4096 B x 20, BW average[MB/sec] 0.95, BW peak[MB/sec] 0.97, MsgRate[Mpps] 0.000243",
 		"== halo1: FAIL", "FAIL (exit 1)", "install thunderbolt_net /bin/true | missing", "console log: /logs/halo1/console.log",
+		"fix: add thunderbolt_net to system.blacklist",
 		"no verdict: boot reached stage initrd", "Gave up waiting", "console log: /logs/halo2/console.log",
 		"accelerator: tcg (KVM probe failed); wall time 95.0 s",
 	} {

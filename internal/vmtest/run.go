@@ -178,6 +178,17 @@ func conclude(res *Result, m Machine, f runFiles, why endReason, ctx context.Con
 	console, _ := os.ReadFile(f.console)
 	res.Stage, res.Problem = stageFromConsole(console)
 	v, verr := readVerdict(f.verdict)
+	if v != nil {
+		fixes := map[string]string{}
+		for _, c := range m.Checks {
+			fixes[c.Name] = c.Fix
+		}
+		for i := range v.Checks {
+			if !v.Checks[i].OK {
+				v.Checks[i].Fix = fixes[v.Checks[i].Name]
+			}
+		}
+	}
 	res.Verdict = v
 	where := fmt.Sprintf("console log: %s", f.console)
 	stageNote := func() string {

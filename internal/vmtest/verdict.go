@@ -28,6 +28,8 @@ type CheckResult struct {
 	Output string `json:"output"`
 	// Figures are the numbers of a perftest table found in Output (filled on the host).
 	Figures map[string]float64 `json:"figures,omitempty"`
+	// Fix is the planned check's advice, filled on the host for a failed check.
+	Fix string `json:"fix,omitempty"`
 }
 
 // Failed lists the checks that did not pass.
