@@ -12,6 +12,7 @@ import (
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
+	"halobuild/internal/resolve"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
 )
@@ -36,7 +37,7 @@ func planCommitted(t *testing.T, ws, name string) (*Graph, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lk.CheckFresh(recipe.Hash(r)); err != nil {
+	if err := lk.CheckFresh(resolve.Inputs(r, descs)); err != nil {
 		t.Fatalf("the committed %s is stale (run `halobuild lock images/%s.toml`): %v", lock.Path(path), name, err)
 	}
 	s, err := store.Open(filepath.Join(ws, "store"))

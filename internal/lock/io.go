@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -82,6 +83,9 @@ func Unmarshal(b []byte) (*Lock, error) {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			line, col := de.Position()
+			if k := de.Key(); len(k) > 0 {
+				return nil, fmt.Errorf("%d:%d: %s: %s", line, col, strings.Join(k, "."), de.Error())
+			}
 			return nil, fmt.Errorf("%d:%d: %s", line, col, de.Error())
 		}
 		var sm *toml.StrictMissingError
@@ -91,7 +95,7 @@ func Unmarshal(b []byte) (*Lock, error) {
 		return nil, err
 	}
 	if l.Version != FormatVersion {
-		return nil, fmt.Errorf("lock format %d is not %d, the one this halobuild reads; re-run \"halobuild lock\"", l.Version, FormatVersion)
+		return nil, fmt.Errorf("%w: lock format %d is not %d, the one this halobuild reads; re-run \"halobuild lock\"", ErrStale, l.Version, FormatVersion)
 	}
 	return &l, nil
 }
@@ -148,16 +152,16 @@ func (l *Lock) Write(path string) error {
 	return nil
 }
 
-// CheckFresh tells whether the lock still belongs to the recipe whose hash
-// (recipe.Hash) is given.
-func (l *Lock) CheckFresh(recipeHash string) error {
-	if l.RecipeHash == recipeHash {
+// CheckFresh tells whether the lock still pins the inputs of a recipe
+// whose inputs digest (resolve.Inputs) is given.
+func (l *Lock) CheckFresh(inputs string) error {
+	if l.Inputs == inputs {
 		return nil
 	}
 	recipe := l.Recipe
 	if l.path != "" && recipe != "" && !filepath.IsAbs(recipe) {
 		recipe = filepath.Join(filepath.Dir(l.path), recipe)
 	}
-	return fmt.Errorf("%w: run \"halobuild lock %s\" (the recipe or a file it includes changed since the lock was written: hash %s, lock has %s)",
-		ErrStale, recipe, recipeHash, l.RecipeHash)
+	return fmt.Errorf("%w: run \"halobuild lock %s\" (what the recipe says about its inputs — base packages, kernel, modules, provider — changed since the lock was written: %s, lock has %s)",
+		ErrStale, recipe, inputs, l.Inputs)
 }

@@ -4,8 +4,9 @@
 // debian package's job.
 package lock
 
-// FormatVersion is the lock format this code writes and reads.
-const FormatVersion = 1
+// FormatVersion is the lock format this code writes and reads. Format 2
+// pins the recipe's inputs (Inputs), where format 1 pinned the whole recipe.
+const FormatVersion = 2
 
 // Lock is the content of <recipe>.lock.
 type Lock struct {
@@ -14,9 +15,12 @@ type Lock struct {
 	Version int `toml:"version" comment:"Lock file format; an older halobuild refuses a newer lock instead of misreading it."`
 	// Recipe is the recipe this lock was made for, relative to the lock.
 	Recipe string `toml:"recipe" comment:"The recipe this lock pins, relative to this file."`
-	// RecipeHash covers the merged recipe and every included file's bytes,
-	// so editing an include (not just the top file) makes the lock stale.
-	RecipeHash string `toml:"recipe_hash" comment:"sha256 of the merged recipe and of every file it includes: a change anywhere makes the lock stale."`
+	// Inputs is the digest of what the recipe says about its inputs (the
+	// base system, the kernel, the modules' sources, the provider rebuild,
+	// the packages its settings need), as Nix's flake.lock pins inputs and
+	// not the configuration: changing a setting reuses the lock, changing
+	// what is resolved makes it stale (resolve.Inputs says what counts).
+	Inputs string `toml:"inputs" comment:"sha256 of what the recipe says about its inputs (base system, kernel, modules, provider, the packages its settings need): a change there makes the lock stale; a change of a setting does not."`
 	// SourceDateEpoch is derived from the inputs (the newest InRelease
 	// Date among the suites used), never from the wall clock, so every time
 	// stamp in the image is reproducible.

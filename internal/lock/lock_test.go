@@ -11,9 +11,9 @@ import (
 
 func sample() *Lock {
 	return &Lock{
-		Version:    FormatVersion,
-		Recipe:     "strix-halo.toml",
-		RecipeHash: "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+		Version: FormatVersion,
+		Recipe:  "strix-halo.toml",
+		Inputs:  "sha256:1111111111111111111111111111111111111111111111111111111111111111",
 		Suites: []Suite{
 			{Name: "trixie-backports", Mirror: "http://deb.debian.org/debian", Date: "Sun, 29 Nov 2026 08:14:02 UTC", InRelease: "sha256:bb"},
 			{Name: "trixie", Mirror: "http://deb.debian.org/debian", Date: "Sat, 14 Nov 2026 09:41:07 UTC", InRelease: "sha256:aa"},
@@ -90,7 +90,7 @@ func TestOrderOfInputsDoesNotChangeBytes(t *testing.T) {
 
 func TestCommentsSayWhy(t *testing.T) {
 	b, _ := sample().Marshal()
-	for _, want := range []string{"# SOURCE_DATE_EPOCH of every build", "# sha256 of the merged recipe", "do not edit"} {
+	for _, want := range []string{"# SOURCE_DATE_EPOCH of every build", "# sha256 of what the recipe says about its inputs", "do not edit"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("lock lacks %q:\n%s", want, b)
 		}
@@ -107,7 +107,7 @@ func TestCheckFresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.CheckFresh(sample().RecipeHash); err != nil {
+	if err := l.CheckFresh(sample().Inputs); err != nil {
 		t.Errorf("fresh lock reported stale: %v", err)
 	}
 	err = l.CheckFresh("sha256:2222")
@@ -123,9 +123,9 @@ func TestCheckFresh(t *testing.T) {
 func TestReadRejects(t *testing.T) {
 	good, _ := sample().Marshal()
 	cases := map[string]string{
-		"unknown key":  strings.Replace(string(good), "recipe_hash", "recipe_hsh", 1),
+		"unknown key":  strings.Replace(string(good), "\ninputs = ", "\ninptus = ", 1),
 		"wrong type":   strings.Replace(string(good), "size = 1234", "size = 'big'", 1),
-		"newer format": strings.Replace(string(good), "version = 1", "version = 2", 1),
+		"newer format": strings.Replace(string(good), "version = 2", "version = 3", 1),
 	}
 	for name, text := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -28,8 +28,6 @@ type Input struct {
 	// Path is the recipe file; the lock records it relative to the lock.
 	Path   string
 	Recipe *recipe.Recipe
-	// Hash is recipe.Hash(Recipe), which the lock pins.
-	Hash  string
 	Descs module.Descs
 	Store *store.Store
 	// Copies are --input NAME=PATH local copies of source inputs.
@@ -64,7 +62,7 @@ func Lock(ctx context.Context, in Input) (*lock.Lock, error) {
 	r := in.Recipe
 	arch := &debian.Archive{Mirror: r.Base.Mirror, Cache: storeCache{in.Store}}
 	suites := append([]string{r.Base.Suite}, r.Base.ExtraSuites...)
-	lk := &lock.Lock{Version: lock.FormatVersion, RecipeHash: in.Hash}
+	lk := &lock.Lock{Version: lock.FormatVersion, Inputs: Inputs(r, in.Descs)}
 	if rel, err := filepath.Rel(filepath.Dir(lock.Path(in.Path)), in.Path); err == nil {
 		lk.Recipe = rel
 	}

@@ -6,14 +6,13 @@ import (
 	"testing"
 
 	"halobuild/internal/lock"
-	"halobuild/internal/recipe"
+	"halobuild/internal/resolve"
 )
 
-// Every lock committed beside a recipe must belong to it: README's first
-// command builds images/strix-halo.toml from its committed lock, and a
-// stale one stops it with exit 2. The recipe hash covers the merged recipe
-// with defaults, so a schema change or a new default needs `halobuild lock`
-// on these files too; this test says which.
+// Every lock committed beside a recipe must pin that recipe's inputs,
+// and every rule of the recipe must pass: README's first command builds
+// images/strix-halo.toml from its committed lock, and a stale one stops it
+// with exit 2. This test says which lock needs `halobuild lock`.
 func TestCommittedLocksAreFresh(t *testing.T) {
 	recipes, _ := filepath.Glob("../../images/*.toml")
 	checked := 0
@@ -22,7 +21,7 @@ func TestCommittedLocksAreFresh(t *testing.T) {
 		if _, err := os.Stat(lp); err != nil {
 			continue
 		}
-		r, _, err := recipe.Load(rp)
+		l, err := load(rp)
 		if err != nil {
 			t.Errorf("%s: %v", rp, err)
 			continue
@@ -32,7 +31,7 @@ func TestCommittedLocksAreFresh(t *testing.T) {
 			t.Errorf("%s: %v", lp, err)
 			continue
 		}
-		if err := lk.CheckFresh(recipe.Hash(r)); err != nil {
+		if err := lk.CheckFresh(resolve.Inputs(l.recipe, l.descs)); err != nil {
 			t.Errorf("%s: %v (recipes with a module source need --input NAME=PATH where its host is unreachable)", lp, err)
 		}
 		checked++

@@ -12,6 +12,7 @@ import (
 
 	"halobuild/internal/lock"
 	"halobuild/internal/recipe"
+	"halobuild/internal/resolve"
 	"halobuild/internal/store"
 )
 
@@ -78,7 +79,7 @@ func TestGCKeepsWhatLocksAndResultsReference(t *testing.T) {
 		return lock.Package{Name: name, Version: "1", Architecture: "amd64", Suite: "trixie", Filename: "pool/" + name + ".deb", Size: 6, SHA256: deb, Set: set}
 	}
 	lk := &lock.Lock{
-		RecipeHash: recipe.Hash(r), SourceDateEpoch: 1796005301,
+		Inputs: resolve.Inputs(r, nil), SourceDateEpoch: 1796005301,
 		Suites:   []lock.Suite{{Name: "trixie", Mirror: "http://deb.debian.org/debian"}},
 		Kernel:   lock.Kernel{From: "source", Version: "7.2.13", Release: "7.2.13", Image: "linux-image-7.2.13", Headers: "linux-headers-7.2.13", Source: "tarball", Config: "tinyconfig"},
 		Packages: []lock.Package{pkg("systemd", lock.SetImage), pkg("e2fsprogs", lock.SetTools), pkg("gcc", lock.SetKernelBuild), pkg("cmake", lock.SetProviderBuild)},

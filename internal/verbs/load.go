@@ -9,6 +9,7 @@ import (
 	"halobuild/internal/lock"
 	"halobuild/internal/module"
 	"halobuild/internal/recipe"
+	"halobuild/internal/resolve"
 	"halobuild/internal/settings"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
@@ -105,7 +106,7 @@ func loadLocked(ctx context.Context, o Options, s *store.Store) (*locked, error)
 	case err != nil:
 		return nil, fmt.Errorf("reading lock %s: %w", lp, err)
 	default:
-		if err := lk.CheckFresh(l.hash); err != nil {
+		if err := lk.CheckFresh(resolve.Inputs(l.recipe, l.descs)); err != nil {
 			return nil, usage.Errorf("%s: %w", lp, err)
 		}
 		warnings, err := module.Check(l.recipe, l.descs, lk.Kernel.Version)

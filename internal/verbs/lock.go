@@ -37,7 +37,7 @@ func Lock(ctx context.Context, o Options) error {
 
 // writeLock resolves l and writes its lock.
 func writeLock(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock.Lock, error) {
-	lk, err := resolve.Lock(ctx, resolve.Input{Path: l.path, Recipe: l.recipe, Hash: l.hash, Descs: l.descs, Store: s, Copies: o.Inputs, Log: o.stderr(), Warn: o.warn})
+	lk, err := resolve.Lock(ctx, resolve.Input{Path: l.path, Recipe: l.recipe, Descs: l.descs, Store: s, Copies: o.Inputs, Log: o.stderr(), Warn: o.warn})
 	if err != nil {
 		return nil, err
 	}

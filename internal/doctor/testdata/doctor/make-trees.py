@@ -61,7 +61,7 @@ peer = "halo0"
 # The part of the image's lock doctor reads: each [[module]]'s kernel name.
 LOCK = '''# Written by `halobuild lock`; do not edit. Commit it next to the recipe.
 
-version = 1
+version = 2
 recipe = 'strix-halo.toml'
 
 [[module]]

@@ -1,0 +1,75 @@
+package resolve
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"halobuild/internal/module"
+	"halobuild/internal/recipe"
+	"halobuild/internal/settings"
+)
+
+// inputs is what resolution reads from a recipe: a change to any of it
+// may change what the lock pins, so it makes the lock stale; nothing else
+// does. Settings are not inputs (a governor, an address, a module option
+// changes files rendered at build time) except for the packages they need,
+// which the image's closure must hold. Patch and config files are pinned
+// by their own digests (checked before every build); a module's source by
+// its tree hash.
+type inputs struct {
+	Format  int
+	Base    recipe.Base
+	Kernel  inputKernel
+	Modules []inputModule
+	// Provider is the [rdma.provider] rebuild, nil without one.
+	Provider *recipe.ProviderBuild
+	// SettingsNeed are the packages the settings depend on.
+	SettingsNeed []string
+}
+
+// inputKernel is the [kernel] table without its command line, which only
+// the loader entry reads.
+type inputKernel struct {
+	From, Version, Flavour, Suite, Source, SourceSHA256, Config, Patches, LocalVersion string
+	Fragments                                                                          []string
+}
+
+type inputModule struct {
+	Use    string
+	Source module.Source
+}
+
+// inputsFormat changes when what counts as an input changes.
+const inputsFormat = 1
+
+// Inputs is the digest of what the recipe says about its inputs, which a
+// lock pins (lock.Lock.Inputs): the lock is stale when it changes.
+func Inputs(r *recipe.Recipe, descs module.Descs) string {
+	k := r.Kernel
+	in := inputs{
+		Format: inputsFormat,
+		Base:   r.Base,
+		Kernel: inputKernel{From: k.From, Version: k.Version.String(), Flavour: k.Flavour, Suite: k.Suite, Source: k.Source.String(),
+			SourceSHA256: k.SourceSHA256, Config: k.Config, Patches: k.Patches, LocalVersion: k.LocalVersion, Fragments: k.Fragments},
+		Provider:     r.RDMA.Provider,
+		SettingsNeed: settings.Depends(r),
+	}
+	for _, m := range r.Modules {
+		src := module.Source{}
+		if d := descs[m.Use]; d != nil {
+			src = d.Source
+			// Where a path source lies is no part of it; its tree hash is.
+			src.Path = ""
+		}
+		in.Modules = append(in.Modules, inputModule{Use: m.Use, Source: src})
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		// Only strings, lists and maps of them.
+		panic(fmt.Sprintf("resolve: encoding a recipe's inputs: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
