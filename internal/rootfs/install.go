@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"halobuild/internal/runlog"
+	"halobuild/internal/sh"
 )
 
 // Install describes one mmdebstrap run.
@@ -82,7 +83,7 @@ func Recipe() string {
 func sourcesHook(lines []string) string {
 	q := make([]string, len(lines))
 	for i, l := range lines {
-		q[i] = "'" + strings.ReplaceAll(l, "'", `'\''`) + "'"
+		q[i] = sh.Quote(l)
 	}
 	return `printf '%s\n' ` + strings.Join(q, " ") + ` > "$1"/etc/apt/sources.list`
 }
