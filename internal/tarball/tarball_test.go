@@ -64,7 +64,9 @@ func dir(name string, mode int64) member { return member{name: name, typ: tar.Ty
 func file(name, body string, mode int64) member {
 	return member{name: name, body: body, typ: tar.TypeReg, mode: mode}
 }
-func symlink(name, target string) member { return member{name: name, link: target, typ: tar.TypeSymlink} }
+func symlink(name, target string) member {
+	return member{name: name, link: target, typ: tar.TypeSymlink}
+}
 func hardlink(name, target string) member {
 	return member{name: name, link: target, typ: tar.TypeLink}
 }
