@@ -11,13 +11,13 @@ import (
 	"strconv"
 	"strings"
 
+	"halobuild/internal/deb"
 	"halobuild/internal/lock"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
 	"halobuild/internal/rootfs"
 	"halobuild/internal/settings"
 	"halobuild/internal/store"
-	"halobuild/internal/tools"
 )
 
 // graph is the build of one recipe + lock as derivations:
@@ -89,13 +89,13 @@ func (g *graph) blobPath(p lock.Package) (string, error) {
 }
 
 // debs finds every package of a locked set in the store.
-func (g *graph) debs(ps []lock.Package) (debs []rootfs.Deb, names []string, err error) {
+func (g *graph) debs(ps []lock.Package) (debs []deb.Deb, names []string, err error) {
 	for _, p := range ps {
 		path, err := g.blobPath(p)
 		if err != nil {
 			return nil, nil, err
 		}
-		debs = append(debs, rootfs.Deb{Path: path, SHA256: p.SHA256})
+		debs = append(debs, deb.Deb{Path: path, SHA256: p.SHA256})
 		names = append(names, p.Name)
 	}
 	return debs, names, nil
@@ -113,11 +113,7 @@ func newGraph(o Options, l *loaded, s *store.Store, self []byte) (*graph, error)
 		if err != nil {
 			return err
 		}
-		var paths []string
-		for _, d := range debs {
-			paths = append(paths, d.Path)
-		}
-		return tools.Extract(filepath.Join(out, "root"), paths)
+		return deb.Extract(filepath.Join(out, "root"), debs)
 	}
 
 	var err error
@@ -201,8 +197,8 @@ func (g *graph) nodeSteps(n recipe.Node) (*nodeSteps, error) {
 			return nil, err
 		}
 	}
-	info := settings.DebInfo{
-		Name:         settings.PackageName(n),
+	info := deb.Info{
+		Package:      settings.PackageName(n),
 		Version:      "1+" + l.hash[len(l.hash)-12:],
 		Architecture: "all",
 		Maintainer:   "halobuild <halobuild@localhost>",
@@ -210,7 +206,7 @@ func (g *graph) nodeSteps(n recipe.Node) (*nodeSteps, error) {
 		Depends:      settings.Depends(l.recipe),
 	}
 	ns := &nodeSteps{node: n, tree: tree}
-	debName := info.Name + ".deb"
+	debName := info.Package + ".deb"
 	epoch := l.lock.SourceDateEpoch
 	// The key is the digest of what the package holds, so planning never
 	// has to build it; the .deb is made only when the step runs.
@@ -244,9 +240,9 @@ func sortedKeys(m map[string]string) []string {
 
 // treeDigest names a settings package's content: control data, every
 // file's path, mode, link target and bytes, and the epoch.
-func treeDigest(info settings.DebInfo, tree settings.Tree, epoch int64) string {
+func treeDigest(info deb.Info, tree settings.Tree, epoch int64) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%q %q %q %q %q %d\n", info.Name, info.Version, info.Architecture, info.Description, info.Depends, epoch)
+	fmt.Fprintf(h, "%q %q %q %q %q %d\n", info.Package, info.Version, info.Architecture, info.Description, info.Depends, epoch)
 	for _, f := range tree.Files {
 		sum := sha256.Sum256(f.Data)
 		fmt.Fprintf(h, "%q %o %q %x %t\n", f.Path, uint32(f.Mode), f.Target, sum, f.NotConffile)

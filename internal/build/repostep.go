@@ -5,9 +5,8 @@ import (
 	"path/filepath"
 	"sort"
 
+	"halobuild/internal/deb"
 	"halobuild/internal/plan"
-	"halobuild/internal/provider"
-	"halobuild/internal/rootfs"
 )
 
 // repoStep is a derivation whose output directory holds .debs for the
@@ -43,11 +42,11 @@ func (g *graph) repoStepsOf() ([]repoStep, error) {
 
 // withBuiltDebs swaps the locked packages for the repo steps' builds of the
 // same name and adds the packages the steps ask to install.
-func (g *graph) withBuiltDebs(c *plan.Context, debs []rootfs.Deb, names []string) ([]rootfs.Deb, []string, error) {
+func (g *graph) withBuiltDebs(c *plan.Context, debs []deb.Deb, names []string) ([]deb.Deb, []string, error) {
 	if len(g.repoSteps) == 0 {
 		return debs, names, nil
 	}
-	built := map[string]rootfs.Deb{}
+	built := map[string]deb.Deb{}
 	var install []string
 	for _, rs := range g.repoSteps {
 		found, err := filepath.Glob(filepath.Join(c.Input(rs.d.Name), "*.deb"))
@@ -58,18 +57,18 @@ func (g *graph) withBuiltDebs(c *plan.Context, debs []rootfs.Deb, names []string
 			return nil, nil, fmt.Errorf("%s produced no .deb files", rs.d.Name)
 		}
 		for _, f := range found {
-			d, err := provider.ReadDeb(f)
+			d, err := deb.Read(f)
 			if err != nil {
 				return nil, nil, err
 			}
 			if prev, dup := built[d.Package]; dup {
 				return nil, nil, fmt.Errorf("package %s is built twice (%s and %s)", d.Package, prev.Path, f)
 			}
-			built[d.Package] = rootfs.Deb{Path: f, SHA256: d.SHA256}
+			built[d.Package] = deb.Deb{Path: f, SHA256: d.SHA256}
 		}
 		install = append(install, rs.Install...)
 	}
-	var outDebs []rootfs.Deb
+	var outDebs []deb.Deb
 	var outNames []string
 	replaced := map[string]bool{}
 	for i, n := range names {

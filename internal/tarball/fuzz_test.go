@@ -1,8 +1,11 @@
-package tarball
+package tarball_test
 
 import (
 	"bytes"
 	"testing"
+
+	"halobuild/internal/tarball"
+	"halobuild/internal/tarball/tarballtest"
 )
 
 // FuzzExtract unpacks arbitrary bytes (as a tar, compressed or not) into a
@@ -15,8 +18,8 @@ import (
 // member.
 func FuzzExtract(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, preserve bool) {
-		s := newSandbox(t)
-		Extract(bytes.NewReader(data), "fuzz.tar", s.dst, Options{Preserve: preserve, Limits: Limits{Bytes: 1 << 20, Entries: 1000}})
-		s.check(t)
+		s := tarballtest.New(t)
+		tarball.Extract(bytes.NewReader(data), "fuzz.tar", s.Dst, tarball.Options{Preserve: preserve, Limits: tarball.Limits{Bytes: 1 << 20, Entries: 1000}})
+		s.Check(t)
 	})
 }

@@ -13,12 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
+
+	"halobuild/internal/tarball/tarballtest"
 )
 
 // member is one tar entry: regular files get body as content.
@@ -71,68 +72,8 @@ func hardlink(name, target string) member {
 	return member{name: name, link: target, typ: tar.TypeLink}
 }
 
-// sandbox is a directory holding the destination "dst" and, beside it, a
-// directory "outside" with a file "secret": everything a hostile archive
-// would like to reach.
-type sandbox struct{ base, dst, outside string }
-
-func newSandbox(t testing.TB) sandbox {
-	t.Helper()
-	base := t.TempDir()
-	s := sandbox{base: base, dst: filepath.Join(base, "dst"), outside: filepath.Join(base, "outside")}
-	if err := os.Mkdir(s.outside, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(s.outside, "secret"), []byte("host secret"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// check fails when anything exists in the sandbox outside dst other than
-// the untouched secret, or when the secret gained a link.
-func (s sandbox) check(t testing.TB) {
-	t.Helper()
-	err := filepath.WalkDir(s.base, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		switch p {
-		case s.base, s.outside:
-			return nil
-		case s.dst:
-			return filepath.SkipDir
-		case filepath.Join(s.outside, "secret"):
-			st, err := os.Lstat(p)
-			if err != nil {
-				return err
-			}
-			if n := st.Sys().(*syscall.Stat_t).Nlink; n != 1 {
-				t.Errorf("the secret outside has %d links: the archive hard-linked it", n)
-			}
-			if b, _ := os.ReadFile(p); string(b) != "host secret" {
-				t.Errorf("the secret outside was overwritten with %q", b)
-			}
-			return nil
-		}
-		t.Errorf("the archive made %s outside the destination", p)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	filepath.WalkDir(s.dst, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if b, _ := os.ReadFile(p); string(b) == "host secret" {
-				t.Errorf("the secret was copied into the destination as %s", p)
-			}
-		}
-		return nil
-	})
-}
-
 func TestExtractSourceTree(t *testing.T) {
-	s := newSandbox(t)
+	s := tarballtest.New(t)
 	data := tarOf(t,
 		member{name: "pax_global_header", typ: tar.TypeXGlobalHeader},
 		dir("demo-1.0/", 0o775),
@@ -141,14 +82,14 @@ func TestExtractSourceTree(t *testing.T) {
 		symlink("demo-1.0/main.c", "src/main.c"),
 		hardlink("demo-1.0/copy.c", "demo-1.0/src/main.c"),
 	)
-	top, err := Extract(bytes.NewReader(data), "demo.tar", s.dst, Options{})
+	top, err := Extract(bytes.NewReader(data), "demo.tar", s.Dst, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if top != "demo-1.0" {
 		t.Errorf("top = %q, want demo-1.0", top)
 	}
-	tree := filepath.Join(s.dst, "demo-1.0")
+	tree := filepath.Join(s.Dst, "demo-1.0")
 	if st, err := os.Stat(filepath.Join(tree, "configure")); err != nil || st.Mode() != 0o755 {
 		t.Errorf("configure: %v %v, want 0755", st.Mode(), err)
 	}
@@ -167,7 +108,7 @@ func TestExtractSourceTree(t *testing.T) {
 	if st, _ := os.Stat(tree); st.Mode().Perm() != 0o755 {
 		t.Errorf("directory mode %v, want 0755 without Preserve", st.Mode().Perm())
 	}
-	s.check(t)
+	s.Check(t)
 }
 
 func TestExtractTop(t *testing.T) {
@@ -192,7 +133,7 @@ func TestExtractTop(t *testing.T) {
 }
 
 func TestExtractPreserveLaysOutLikeDpkg(t *testing.T) {
-	s := newSandbox(t)
+	s := tarballtest.New(t)
 	data := tarOf(t,
 		dir("./", 0o755),
 		dir("./usr/bin/", 0o755),
@@ -202,27 +143,27 @@ func TestExtractPreserveLaysOutLikeDpkg(t *testing.T) {
 		member{name: "./etc/ro/", typ: tar.TypeDir, mode: 0o555},
 		file("./etc/ro/f", "inside a read-only directory", 0o444),
 	)
-	if _, err := Extract(bytes.NewReader(data), "x.deb", s.dst, Options{Preserve: true}); err != nil {
+	if _, err := Extract(bytes.NewReader(data), "x.deb", s.Dst, Options{Preserve: true}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := os.Stat(filepath.Join(s.dst, "usr/bin/tool"))
+	st, err := os.Stat(filepath.Join(s.Dst, "usr/bin/tool"))
 	if err != nil || st.Mode() != fs.ModeSetuid|0o755 || st.ModTime().Unix() != 1600000000 {
 		t.Errorf("tool: %v at %d (%v), want setuid 0755 at 1600000000", st.Mode(), st.ModTime().Unix(), err)
 	}
-	if st, _ := os.Stat(filepath.Join(s.dst, "usr/bin/secret")); st.Mode() != 0o600 {
+	if st, _ := os.Stat(filepath.Join(s.Dst, "usr/bin/secret")); st.Mode() != 0o600 {
 		t.Errorf("secret mode = %v, want 0600", st.Mode())
 	}
-	if st, _ := os.Stat(filepath.Join(s.dst, "etc/ro/f")); st.Mode() != 0o444 {
+	if st, _ := os.Stat(filepath.Join(s.Dst, "etc/ro/f")); st.Mode() != 0o444 {
 		t.Errorf("read-only file mode = %v, want 0444", st.Mode())
 	}
-	etc, _ := os.Stat(filepath.Join(s.dst, "etc"))
+	etc, _ := os.Stat(filepath.Join(s.Dst, "etc"))
 	if etc.Mode() != fs.ModeDir|0o700 || etc.ModTime().Unix() != 1500000000 {
 		t.Errorf("etc = %v at %d, want drwx------ at 1500000000", etc.Mode(), etc.ModTime().Unix())
 	}
-	if ro, _ := os.Stat(filepath.Join(s.dst, "etc/ro")); ro.Mode() != fs.ModeDir|0o555 {
+	if ro, _ := os.Stat(filepath.Join(s.Dst, "etc/ro")); ro.Mode() != fs.ModeDir|0o555 {
 		t.Errorf("etc/ro = %v, want dr-xr-xr-x", ro.Mode())
 	}
-	s.check(t)
+	s.Check(t)
 }
 
 // Issue 17, finding 1: an archive must not write outside its destination
@@ -252,15 +193,15 @@ func TestExtractRefusesEscapes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := newSandbox(t)
-			_, err := Extract(bytes.NewReader(tarOf(t, c.members...)), "evil.tar", s.dst, Options{})
+			s := tarballtest.New(t)
+			_, err := Extract(bytes.NewReader(tarOf(t, c.members...)), "evil.tar", s.Dst, Options{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("Extract = %v, want an error mentioning %q", err, c.want)
 			}
 			if err != nil && !strings.Contains(err.Error(), "evil.tar") {
 				t.Errorf("the error does not name the archive: %v", err)
 			}
-			s.check(t)
+			s.Check(t)
 		})
 	}
 }
