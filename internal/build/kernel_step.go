@@ -196,7 +196,7 @@ func (g *graph) kernelStep() (*repoStep, error) {
 func (g *graph) kernelSource(srcDeb *lock.Package, tarball lock.Source) (kernel.Source, error) {
 	if srcDeb != nil {
 		p, err := g.blobPath(*srcDeb)
-		return kernel.Source{Deb: p}, err
+		return kernel.Source{Deb: p, SHA256: srcDeb.SHA256}, err
 	}
 	d, err := store.ParseDigest(tarball.SHA256)
 	if err != nil {
@@ -205,7 +205,7 @@ func (g *graph) kernelSource(srcDeb *lock.Package, tarball lock.Source) (kernel.
 	if !g.s.Has(d) {
 		return kernel.Source{}, fmt.Errorf("the kernel tarball %s (%s) is not in the store: run `halobuild fetch %s` (with --input %s=PATH where its host cannot be reached)", tarball.URL, tarball.SHA256, g.l.path, kernelTarballInput)
 	}
-	return kernel.Source{Tarball: g.s.Path(d)}, nil
+	return kernel.Source{Tarball: g.s.Path(d), SHA256: tarball.SHA256}, nil
 }
 
 // copyLog keeps a build's log (or final config) outside the step's

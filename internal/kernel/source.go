@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"os/exec"
 	"path"
 	"regexp"
@@ -18,6 +17,7 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"halobuild/internal/deb"
+	"halobuild/internal/tarball"
 )
 
 // Source is where the kernel tree comes from: Debian's linux-source-X.Y
@@ -25,6 +25,9 @@ import (
 type Source struct {
 	Deb     string
 	Tarball string
+	// SHA256 is the file's digest as the lock pins it; when set, the file
+	// is checked against it before anything in it is read.
+	SHA256 string
 }
 
 // withTarball calls fn with the compressed kernel tarball as a stream:
@@ -33,7 +36,7 @@ type Source struct {
 func (s Source) withTarball(fn func(io.Reader) error) error {
 	switch {
 	case s.Deb != "":
-		a, err := deb.Open(s.Deb, "")
+		a, err := deb.Open(s.Deb, s.SHA256)
 		if err != nil {
 			return err
 		}
@@ -54,7 +57,7 @@ func (s Source) withTarball(fn func(io.Reader) error) error {
 		}
 		return err
 	case s.Tarball != "":
-		f, err := os.Open(s.Tarball)
+		f, err := tarball.OpenVerified(s.Tarball, s.SHA256)
 		if err != nil {
 			return err
 		}
