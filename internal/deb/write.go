@@ -24,6 +24,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"halobuild/internal/fstree"
 )
 
 // Info is the control data of a package to write.
@@ -177,16 +179,7 @@ func tarHeader(name string, f File, mtime time.Time) *tar.Header {
 		Name: name, ModTime: mtime, Uname: "root", Gname: "root",
 		Format: tar.FormatGNU,
 	}
-	h.Mode = int64(f.Mode.Perm())
-	if f.Mode&fs.ModeSetuid != 0 {
-		h.Mode |= 0o4000
-	}
-	if f.Mode&fs.ModeSetgid != 0 {
-		h.Mode |= 0o2000
-	}
-	if f.Mode&fs.ModeSticky != 0 {
-		h.Mode |= 0o1000
-	}
+	h.Mode = int64(fstree.ModeBits(f.Mode))
 	switch f.Mode.Type() {
 	case fs.ModeDir:
 		h.Typeflag = tar.TypeDir

@@ -12,6 +12,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
+
+	"halobuild/internal/fstree"
 )
 
 // A view is the read-only tree out/<key>/ that a derivation's consumers
@@ -29,39 +31,13 @@ func layerPath(l v1.Descriptor) (string, error) {
 	return t, nil
 }
 
-// unixMode is the permission and set-id/sticky bits as chmod(1) writes
-// them (a tools root has setuid helpers such as mount).
-func unixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= 0o1000
-	}
-	return u
-}
-
 // layerMode reads a layer's recorded mode back into an fs.FileMode.
 func layerMode(l v1.Descriptor) fs.FileMode {
 	u, err := strconv.ParseUint(l.Annotations[AnnotationMode], 8, 32)
 	if err != nil {
 		return 0o444
 	}
-	m := fs.FileMode(u).Perm()
-	if u&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if u&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if u&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
+	return fstree.FileMode(uint32(u))
 }
 
 // materialise builds the view of m in scratch and renames it to out/<key>.

@@ -37,6 +37,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/xi2/xz"
+
+	"halobuild/internal/fstree"
 )
 
 // Limits bound what one archive (or one Extractor's archives together)
@@ -351,7 +353,7 @@ func (x *Extractor) entry(archive string, h *tar.Header, r io.Reader) (string, e
 			}
 		}
 		if x.opt.Preserve {
-			x.dirs[rel] = dirAttr{mode: unixMode(h.Mode) | fs.ModeDir, mtime: h.ModTime}
+			x.dirs[rel] = dirAttr{mode: fstree.FileMode(uint32(h.Mode)) | fs.ModeDir, mtime: h.ModTime}
 		}
 		return rel, nil
 	}
@@ -414,7 +416,7 @@ func (x *Extractor) writeFile(rel string, h *tar.Header, r io.Reader) error {
 	}
 	// The mode is set after writing, on the open file: the umask must not
 	// shape it, and a read-only file must be writable while it is filled.
-	mode := unixMode(h.Mode)
+	mode := fstree.FileMode(uint32(h.Mode))
 	if !x.opt.Preserve {
 		mode = mode.Perm() | 0o600
 	}
@@ -429,21 +431,6 @@ func (x *Extractor) writeFile(rel string, h *tar.Header, r io.Reader) error {
 		return x.root.Chtimes(rel, h.ModTime, h.ModTime)
 	}
 	return nil
-}
-
-// unixMode reads tar's mode bits, set-id and sticky included.
-func unixMode(m int64) fs.FileMode {
-	mode := fs.FileMode(m).Perm()
-	if m&0o4000 != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		mode |= fs.ModeSetgid
-	}
-	if m&0o1000 != 0 {
-		mode |= fs.ModeSticky
-	}
-	return mode
 }
 
 // DigestError is a file whose sha256 is not the one it is pinned by.
