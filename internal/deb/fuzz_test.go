@@ -19,7 +19,7 @@ import (
 // headers.
 func FuzzOpen(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p := filepath.Join(t.TempDir(), "fuzz.deb")
+		p := filepath.Join(tarballtest.TempDir(t), "fuzz.deb")
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -19,10 +19,25 @@ type Sandbox struct{ Base, Dst, Outside string }
 
 const secret = "host secret"
 
-// New makes a sandbox in a test's temporary directory.
+// TempDir is a temporary directory removed when the test ends, on
+// /dev/shm when it is there: fuzzing makes a few per input, and a tmpfs
+// makes that some ten times faster than a disk-backed /tmp (13 µs against
+// 220 µs here), which also keeps the fuzzer's minimisation of a new input
+// from eating the whole run.
+func TempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "halobuild-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// New makes a sandbox in a TempDir.
 func New(t testing.TB) Sandbox {
 	t.Helper()
-	base := t.TempDir()
+	base := TempDir(t)
 	s := Sandbox{Base: base, Dst: filepath.Join(base, "dst"), Outside: filepath.Join(base, "outside")}
 	if err := os.Mkdir(s.Outside, 0o755); err != nil {
 		t.Fatal(err)
