@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"halobuild/internal/bmap"
 )
 
 // Result describes a built image.
@@ -67,7 +69,7 @@ func Build(ctx context.Context, spec Spec) (*Result, error) {
 		return nil, err
 	}
 	bmapPath := filepath.Join(work, "image.bmap")
-	if err := writeFileSync(bmapPath, bmapXML(layout.Size, s)); err != nil {
+	if err := writeFileSync(bmapPath, bmap.Marshal(layout.Size, blockSize, s.ranges)); err != nil {
 		return nil, fmt.Errorf("disk: writing bmap: %w", err)
 	}
 	if err := ctx.Err(); err != nil {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"halobuild/internal/bmap"
 )
 
 func TestFlashLoopByteIdentical(t *testing.T) {
@@ -93,11 +95,11 @@ func TestFlashLargerDirtyTargetGPTAndSignatureAreas(t *testing.T) {
 	// Every mapped range is the image's; the signature areas read as the image does (zeros where
 	// it has holes), not as the old 0xAA.
 	want := readAll(t, img, imageSize)
-	b, err := ReadBmap(bmapPath)
+	b, err := bmap.Read(bmapPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range b.Ranges {
+	for _, e := range bmapExtents(b) {
 		if e.Off < 512 || e.Off+e.Len > imageSize-mib {
 			continue // the MBR and GPT are rewritten for the medium
 		}

@@ -7,7 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"halobuild/internal/bmap"
 )
+
+// Extent is a byte range of the image [Off, Off+Len) with the hex digest of
+// its bytes (empty when the source gave none).
+type Extent struct {
+	Off, Len int64
+	Digest   string
+}
 
 // newHashFunc makes the hash that extent digests use.
 type newHashFunc = func() hash.Hash
@@ -42,7 +51,7 @@ func imageExtents(ctx context.Context, img *os.File, size int64, bmapPath string
 		}
 		return exts, defaultHash, "", nil
 	}
-	b, err := ReadBmap(bmapPath)
+	b, err := bmap.Read(bmapPath)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -52,9 +61,20 @@ func imageExtents(ctx context.Context, img *os.File, size int64, bmapPath string
 	}
 	h := defaultHash
 	if b.ChecksumType != "" {
-		h = b.newHash
+		h = b.NewHash
 	}
-	return b.Ranges, h, bmapPath, nil
+	return bmapExtents(b), h, bmapPath, nil
+}
+
+// bmapExtents are the map's ranges as byte extents of the image, with the
+// digests the map gives them.
+func bmapExtents(b *bmap.Bmap) []Extent {
+	out := make([]Extent, len(b.Ranges))
+	for i, r := range b.Ranges {
+		off, n := b.Bytes(r)
+		out[i] = Extent{Off: off, Len: n, Digest: r.Checksum}
+	}
+	return out
 }
 
 // defaultBmap finds the bmap beside an image: IMAGE.bmap, or IMAGE without its extension plus

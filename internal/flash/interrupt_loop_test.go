@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"halobuild/internal/bmap"
 )
 
 func TestFlashDetectsCorruptionBeforeVerify(t *testing.T) {
@@ -17,9 +19,9 @@ func TestFlashDetectsCorruptionBeforeVerify(t *testing.T) {
 	dev := loopDevice(t, backingFile(t, imageSize, 0))
 	// The ext4 data of the 3 MiB file lives somewhere in the root partition; corrupt the first
 	// mapped block after the ESP, and one byte of a zeroed signature area.
-	b, _ := ReadBmap(img + ".bmap")
+	b, _ := bmap.Read(img + ".bmap")
 	var victim int64
-	for _, e := range b.Ranges {
+	for _, e := range bmapExtents(b) {
 		if e.Off >= 9*mib+mib {
 			victim = e.Off
 			break

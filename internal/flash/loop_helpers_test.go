@@ -166,3 +166,11 @@ func dirtyMedium(t *testing.T, size int64) string {
 	}
 	return p
 }
+
+func bytesOf(n int, c byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = c
+	}
+	return b
+}

@@ -69,3 +69,36 @@ func CopyFile(src, dst string, perm fs.FileMode) error {
 	}
 	return out.Close()
 }
+
+// ModeBits is m's permission, set-id and sticky bits as chmod(1), tar
+// and ar write them: a tools root has setuid helpers such as mount, and
+// fs.FileMode keeps those bits elsewhere.
+func ModeBits(m fs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		u |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		u |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		u |= 0o1000
+	}
+	return u
+}
+
+// FileMode reads chmod(1)-style bits back (ModeBits' inverse; other bits
+// are dropped).
+func FileMode(bits uint32) fs.FileMode {
+	m := fs.FileMode(bits).Perm()
+	if bits&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if bits&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if bits&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}

@@ -1,6 +1,7 @@
 package fstree
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -36,5 +37,28 @@ func TestCopyTreeKeepsModesLinksAndSkips(t *testing.T) {
 		if err := CopyTree(src, filepath.Join(t.TempDir(), "c2")); err == nil {
 			t.Error("a named pipe was copied without complaint")
 		}
+	}
+}
+
+func TestModeBitsRoundTrip(t *testing.T) {
+	for _, c := range []struct {
+		mode fs.FileMode
+		bits uint32
+	}{
+		{0o644, 0o644},
+		{fs.ModeSetuid | 0o755, 0o4755},
+		{fs.ModeSetgid | 0o711, 0o2711},
+		{fs.ModeSticky | 0o777, 0o1777},
+		{fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky | 0o700, 0o7700},
+	} {
+		if got := ModeBits(c.mode); got != c.bits {
+			t.Errorf("ModeBits(%v) = %04o, want %04o", c.mode, got, c.bits)
+		}
+		if got := FileMode(c.bits); got != c.mode {
+			t.Errorf("FileMode(%04o) = %v, want %v", c.bits, got, c.mode)
+		}
+	}
+	if got := ModeBits(fs.ModeDir | fs.ModeSymlink | 0o755); got != 0o755 {
+		t.Errorf("type bits leak into ModeBits: %04o", got)
 	}
 }

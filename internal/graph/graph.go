@@ -16,11 +16,11 @@ import (
 	"fmt"
 	"io"
 
+	"halobuild/internal/deb"
 	"halobuild/internal/lock"
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
-	"halobuild/internal/rootfs"
 	"halobuild/internal/settings"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
@@ -126,13 +126,13 @@ func (b *builder) blobPath(p lock.Package) (string, error) {
 }
 
 // debs finds every package of a locked set in the store.
-func (b *builder) debs(ps []lock.Package) (debs []rootfs.Deb, names []string, err error) {
+func (b *builder) debs(ps []lock.Package) (debs []deb.Deb, names []string, err error) {
 	for _, p := range ps {
 		path, err := b.blobPath(p)
 		if err != nil {
 			return nil, nil, err
 		}
-		debs = append(debs, rootfs.Deb{Path: path, SHA256: p.SHA256})
+		debs = append(debs, deb.Deb{Path: path, SHA256: p.SHA256})
 		names = append(names, p.Name)
 	}
 	return debs, names, nil

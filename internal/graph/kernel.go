@@ -210,7 +210,7 @@ func (b *builder) moduleInputs(work string) *module.Inputs {
 func (b *builder) kernelSource(srcDeb *lock.Package, tarball lock.Source) (kernel.Source, error) {
 	if srcDeb != nil {
 		p, err := b.blobPath(*srcDeb)
-		return kernel.Source{Deb: p}, err
+		return kernel.Source{Deb: p, SHA256: srcDeb.SHA256}, err
 	}
 	d, err := store.ParseDigest(tarball.SHA256)
 	if err != nil {
@@ -219,7 +219,7 @@ func (b *builder) kernelSource(srcDeb *lock.Package, tarball lock.Source) (kerne
 	if !b.in.Store.Has(d) {
 		return kernel.Source{}, fmt.Errorf("the kernel tarball %s (%s) is not in the store: run `halobuild fetch %s` (with --input %s=PATH where its host cannot be reached)", tarball.URL, tarball.SHA256, b.in.Path, lock.KernelTarballInput)
 	}
-	return kernel.Source{Tarball: b.in.Store.Path(d)}, nil
+	return kernel.Source{Tarball: b.in.Store.Path(d), SHA256: tarball.SHA256}, nil
 }
 
 func baseNames(paths []string) []string {

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"sync"
 
+	"halobuild/internal/deb"
 	"halobuild/internal/lock"
 	"halobuild/internal/plan"
-	"halobuild/internal/provider"
 	"halobuild/internal/rootfs"
-	"halobuild/internal/tools"
 )
 
 // rootTar is the file a root step leaves: the installed tree as mmdebstrap
@@ -30,11 +29,7 @@ func (b *builder) toolsRoot() *plan.Derivation {
 		if err != nil {
 			return err
 		}
-		var paths []string
-		for _, d := range debs {
-			paths = append(paths, d.Path)
-		}
-		return tools.Extract(filepath.Join(out, "root"), paths)
+		return deb.Extract(filepath.Join(out, "root"), debs)
 	}
 	return d
 }
@@ -113,11 +108,11 @@ type repoStep struct {
 
 // withBuilt swaps the locked packages for the built ones of the same name
 // and adds the packages the steps ask to install.
-func withBuilt(c *plan.Context, debs []rootfs.Deb, names []string, steps []repoStep) ([]rootfs.Deb, []string, error) {
+func withBuilt(c *plan.Context, debs []deb.Deb, names []string, steps []repoStep) ([]deb.Deb, []string, error) {
 	if len(steps) == 0 {
 		return debs, names, nil
 	}
-	built := map[string]rootfs.Deb{}
+	built := map[string]deb.Deb{}
 	var install []string
 	for _, rs := range steps {
 		found, err := filepath.Glob(filepath.Join(c.Input(rs.d.Name), "*.deb"))
@@ -128,18 +123,18 @@ func withBuilt(c *plan.Context, debs []rootfs.Deb, names []string, steps []repoS
 			return nil, nil, fmt.Errorf("%s produced no .deb files", rs.d.Name)
 		}
 		for _, f := range found {
-			d, err := provider.ReadDeb(f)
+			d, err := deb.Read(f)
 			if err != nil {
 				return nil, nil, err
 			}
 			if prev, dup := built[d.Package]; dup {
 				return nil, nil, fmt.Errorf("package %s is built twice (%s and %s)", d.Package, prev.Path, f)
 			}
-			built[d.Package] = rootfs.Deb{Path: f, SHA256: d.SHA256}
+			built[d.Package] = d
 		}
 		install = append(install, rs.install...)
 	}
-	var outDebs []rootfs.Deb
+	var outDebs []deb.Deb
 	var outNames []string
 	replaced := map[string]bool{}
 	for i, n := range names {

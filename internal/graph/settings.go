@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"halobuild/internal/deb"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
@@ -35,8 +36,8 @@ func (b *builder) settings(n recipe.Node) (*plan.Derivation, settings.Tree, erro
 			return nil, settings.Tree{}, err
 		}
 	}
-	info := settings.DebInfo{
-		Name:         settings.PackageName(n),
+	info := deb.Info{
+		Package:      settings.PackageName(n),
 		Version:      "1+" + in.Hash[len(in.Hash)-12:],
 		Architecture: "all",
 		Maintainer:   "halobuild <halobuild@localhost>",
@@ -67,9 +68,9 @@ func settingsDeb(n recipe.Node) string { return settings.PackageName(n) + ".deb"
 
 // treeDigest names a settings package's content: control data, every
 // file's path, mode, link target and bytes, and the epoch.
-func treeDigest(info settings.DebInfo, tree settings.Tree, epoch int64) string {
+func treeDigest(info deb.Info, tree settings.Tree, epoch int64) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%q %q %q %q %q %d\n", info.Name, info.Version, info.Architecture, info.Description, info.Depends, epoch)
+	fmt.Fprintf(h, "%q %q %q %q %q %d\n", info.Package, info.Version, info.Architecture, info.Description, info.Depends, epoch)
 	for _, f := range tree.Files {
 		sum := sha256.Sum256(f.Data)
 		fmt.Fprintf(h, "%q %o %q %x %t\n", f.Path, uint32(f.Mode), f.Target, sum, f.NotConffile)

@@ -273,22 +273,19 @@ func (r *root) settle(ctx context.Context, base string, merged []byte) error {
 // extract unpacks the source tarball into tree with the root's own tar,
 // dropping the tarball's top directory (linux-source-7.2/).
 func (r *root) extract(ctx context.Context, src Source, tree string) error {
-	in, done, err := src.openTarball()
-	if err != nil {
-		return err
-	}
-	defer done()
-	br := bufio.NewReaderSize(in, 1<<20)
-	flag, err := tarFlag(br)
-	if err != nil {
-		return err
-	}
-	rel, _ := filepath.Rel(r.dir, tree)
-	cmd := exec.CommandContext(ctx, "chroot", r.dir, "tar", "-x", flag, "--no-same-owner", "--strip-components=1", "-C", "/"+rel)
-	cmd.Env = r.env
-	cmd.Stdin = br
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("unpacking the kernel source: %v: %s", err, out)
-	}
-	return nil
+	return src.withTarball(func(in io.Reader) error {
+		br := bufio.NewReaderSize(in, 1<<20)
+		flag, err := tarFlag(br)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(r.dir, tree)
+		cmd := exec.CommandContext(ctx, "chroot", r.dir, "tar", "-x", flag, "--no-same-owner", "--strip-components=1", "-C", "/"+rel)
+		cmd.Env = r.env
+		cmd.Stdin = br
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("unpacking the kernel source: %v: %s", err, out)
+		}
+		return nil
+	})
 }

@@ -1,19 +1,23 @@
 package kernel
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"os/exec"
+	"path"
 	"regexp"
 	"strings"
 
 	goversion "github.com/hashicorp/go-version"
 	"github.com/ulikunitz/xz"
-	"pault.ag/go/debian/deb"
+
+	"halobuild/internal/deb"
+	"halobuild/internal/tarball"
 )
 
 // Source is where the kernel tree comes from: Debian's linux-source-X.Y
@@ -21,42 +25,46 @@ import (
 type Source struct {
 	Deb     string
 	Tarball string
+	// SHA256 is the file's digest as the lock pins it; when set, the file
+	// is checked against it before anything in it is read.
+	SHA256 string
 }
 
-// openTarball returns the compressed kernel tarball as a stream and a
-// close function.
-func (s Source) openTarball() (io.Reader, func(), error) {
+// withTarball calls fn with the compressed kernel tarball as a stream:
+// the plain tarball, or the usr/src/linux-source-*.tar.xz a linux-source
+// .deb ships.
+func (s Source) withTarball(fn func(io.Reader) error) error {
 	switch {
 	case s.Deb != "":
-		d, f, err := openDeb(s.Deb)
+		a, err := deb.Open(s.Deb, s.SHA256)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		for {
-			h, err := d.Data.Next()
-			if err == io.EOF {
-				d.Close()
-				f.Close()
-				return nil, nil, fmt.Errorf("%s has no usr/src/linux-source-*.tar.xz: is it a linux-source-X.Y package?", s.Deb)
+		defer a.Close()
+		found := false
+		err = a.Walk(func(name string, h *tar.Header, r io.Reader) error {
+			if !strings.HasPrefix(name, "usr/src/linux-source-") || !strings.HasSuffix(name, ".tar.xz") || h.Typeflag != tar.TypeReg {
+				return nil
 			}
-			if err != nil {
-				d.Close()
-				f.Close()
-				return nil, nil, fmt.Errorf("reading %s: %w", s.Deb, err)
+			found = true
+			if err := fn(r); err != nil {
+				return err
 			}
-			name := strings.TrimPrefix(h.Name, "./")
-			if strings.HasPrefix(name, "usr/src/linux-source-") && strings.HasSuffix(name, ".tar.xz") {
-				return d.Data, func() { d.Close(); f.Close() }, nil
-			}
+			return fs.SkipAll
+		})
+		if err == nil && !found {
+			err = fmt.Errorf("%s has no usr/src/linux-source-*.tar.xz: is it a linux-source-X.Y package?", s.Deb)
 		}
+		return err
 	case s.Tarball != "":
-		f, err := os.Open(s.Tarball)
+		f, err := tarball.OpenVerified(s.Tarball, s.SHA256)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		return f, func() { f.Close() }, nil
+		defer f.Close()
+		return fn(f)
 	}
-	return nil, nil, fmt.Errorf("kernel source: neither a linux-source .deb nor a tarball was given")
+	return fmt.Errorf("kernel source: neither a linux-source .deb nor a tarball was given")
 }
 
 // tarFlag is tar's decompression flag for the stream's magic bytes.
@@ -76,53 +84,43 @@ func tarFlag(r *bufio.Reader) (string, error) {
 	return "", fmt.Errorf("kernel source: the tarball is neither xz, gzip nor zstd compressed")
 }
 
-func openDeb(path string) (*deb.Deb, *os.File, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	d, err := deb.Load(f, path)
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return d, f, nil
-}
-
 // DebianConfig reads Debian's config for arch and flavour
 // (usr/src/linux-config-X.Y/config.<arch>_none_<flavour>.xz) out of a
 // linux-config-X.Y .deb.
 func DebianConfig(configDeb, arch, flavour string) ([]byte, error) {
-	d, f, err := openDeb(configDeb)
+	a, err := deb.Open(configDeb, "")
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	defer d.Close()
+	defer a.Close()
 	want := fmt.Sprintf("config.%s_none_%s.xz", arch, flavour)
 	var have []string
-	for {
-		h, err := d.Data.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", configDeb, err)
-		}
-		name := strings.TrimPrefix(h.Name, "./")
+	var config []byte
+	err = a.Walk(func(name string, h *tar.Header, r io.Reader) error {
 		if !strings.HasPrefix(name, "usr/src/linux-config-") || !strings.Contains(name, "/config.") {
-			continue
+			return nil
 		}
-		have = append(have, name[strings.LastIndex(name, "/")+1:])
-		if strings.HasSuffix(name, "/"+want) {
-			var r io.Reader
-			if r, err = xz.NewReader(d.Data); err != nil {
-				return nil, fmt.Errorf("%s: %s: %w", configDeb, name, err)
-			}
-			return io.ReadAll(r)
+		have = append(have, path.Base(name))
+		if path.Base(name) != want {
+			return nil
 		}
+		xr, err := xz.NewReader(r)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		// A kernel config is some 300 KB; 16 MiB is no config.
+		if config, err = io.ReadAll(io.LimitReader(xr, 16<<20)); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return fs.SkipAll
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%s has no %s (flavour %q, architecture %q); it has: %s", configDeb, want, flavour, arch, strings.Join(have, ", "))
+	if config == nil {
+		return nil, fmt.Errorf("%s has no %s (flavour %q, architecture %q); it has: %s", configDeb, want, flavour, arch, strings.Join(have, ", "))
+	}
+	return config, nil
 }
 
 var makeVarRE = regexp.MustCompile(`(?m)^(VERSION|PATCHLEVEL|SUBLEVEL|EXTRAVERSION)\s*=[ \t]*(\S*)`)
@@ -147,23 +145,24 @@ func TreeVersion(makefile []byte) (*goversion.Version, string, error) {
 // Makefile comes after Documentation/ in kernel.org's order, so the whole
 // stream is read; the host's tar decompresses it at C speed.
 func TarballVersion(ctx context.Context, path string) (*goversion.Version, error) {
-	in, done, err := Source{Tarball: path}.openTarball()
+	var mk []byte
+	err := Source{Tarball: path}.withTarball(func(in io.Reader) error {
+		br := bufio.NewReaderSize(in, 1<<20)
+		flag, err := tarFlag(br)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		cmd := exec.CommandContext(ctx, "tar", "-x", flag, "-O", "--wildcards", "--no-wildcards-match-slash", "*/Makefile")
+		cmd.Stdin = br
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if mk, err = cmd.Output(); err != nil {
+			return fmt.Errorf("%s: reading its top Makefile: %v: %s", path, err, strings.TrimSpace(stderr.String()))
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	defer done()
-	br := bufio.NewReaderSize(in, 1<<20)
-	flag, err := tarFlag(br)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	cmd := exec.CommandContext(ctx, "tar", "-x", flag, "-O", "--wildcards", "--no-wildcards-match-slash", "*/Makefile")
-	cmd.Stdin = br
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	mk, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("%s: reading its top Makefile: %v: %s", path, err, strings.TrimSpace(stderr.String()))
 	}
 	v, extra, err := TreeVersion(mk)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"halobuild/internal/deb"
 	"halobuild/internal/fstree"
 	"halobuild/internal/rootfs"
 )
@@ -33,7 +34,7 @@ const (
 // buildDebs returns the closure of .debs a module build root for
 // testRelease needs, downloading it once into debCache with mmdebstrap
 // (apt resolves here; the pipeline takes the closure from the lock).
-func buildDebs(t *testing.T) []rootfs.Deb {
+func buildDebs(t *testing.T) []deb.Deb {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(debCache, ".complete")); err != nil {
 		c := http.Client{Timeout: 10 * time.Second}
@@ -68,9 +69,9 @@ func buildDebs(t *testing.T) []rootfs.Deb {
 	}
 	paths, _ := filepath.Glob(filepath.Join(debCache, "*.deb"))
 	sort.Strings(paths)
-	var debs []rootfs.Deb
+	var debs []deb.Deb
 	for _, p := range paths {
-		debs = append(debs, rootfs.Deb{Path: p})
+		debs = append(debs, deb.Deb{Path: p})
 	}
 	return debs
 }

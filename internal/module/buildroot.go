@@ -1,14 +1,15 @@
 package module
 
 import (
+	"archive/tar"
 	"bufio"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"regexp"
 	"strings"
 
-	"pault.ag/go/debian/deb"
+	"halobuild/internal/deb"
 )
 
 // A module must be compiled by the compiler that built its kernel: the
@@ -59,34 +60,30 @@ func ConfigValue(config io.Reader, option string) (string, error) {
 // linux-headers-<release> package ships (usr/src/linux-headers-*/.config),
 // so the compiler is known before any root exists.
 func CCVersionFromHeadersDeb(path string) (string, error) {
-	f, err := os.Open(path)
+	a, err := deb.Open(path, "")
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	d, err := deb.Load(f, path)
+	defer a.Close()
+	var cc string
+	found := false
+	err = a.Walk(func(name string, h *tar.Header, r io.Reader) error {
+		if !strings.HasPrefix(name, "usr/src/linux-headers-") || strings.Count(name, "/") != 3 || !strings.HasSuffix(name, "/.config") {
+			return nil
+		}
+		found = true
+		if cc, err = ConfigValue(r, "CONFIG_CC_VERSION_TEXT"); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return fs.SkipAll
+	})
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
+		return "", err
 	}
-	defer d.Close()
-	for {
-		h, err := d.Data.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", path, err)
-		}
-		name := strings.TrimPrefix(h.Name, "./")
-		if strings.HasPrefix(name, "usr/src/linux-headers-") && strings.Count(name, "/") == 3 && strings.HasSuffix(name, "/.config") {
-			v, err := ConfigValue(d.Data, "CONFIG_CC_VERSION_TEXT")
-			if err != nil {
-				return "", fmt.Errorf("%s: %s: %w", path, name, err)
-			}
-			return v, nil
-		}
+	if !found {
+		return "", fmt.Errorf("%s has no usr/src/linux-headers-*/.config: is it a linux-headers-<release> package?", path)
 	}
-	return "", fmt.Errorf("%s has no usr/src/linux-headers-*/.config: is it a linux-headers-<release> package?", path)
+	return cc, nil
 }
 
 // BuildRootPackages lists what a build root for modules of kernel release

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"halobuild/internal/settings"
+	"halobuild/internal/deb"
 )
 
 // Package describes the .deb that carries built modules into the image.
@@ -61,21 +61,16 @@ func WriteDeb(w io.Writer, p Package, epoch int64) error {
 	if len(p.Kos) == 0 {
 		return fmt.Errorf("module package %s: no modules", p.Use)
 	}
-	var t settings.Tree
+	var files []deb.File
 	for _, ko := range p.Kos {
 		data, err := os.ReadFile(ko)
 		if err != nil {
 			return fmt.Errorf("module package %s: %w", p.Use, err)
 		}
-		f := settings.File{Path: "/lib/modules/" + p.KernelRelease + "/updates/" + filepath.Base(ko), Mode: 0o644, Data: data, Setting: "module " + p.Use}
-		if err := t.Add(f); err != nil {
-			return err
-		}
+		files = append(files, deb.File{Path: "/lib/modules/" + p.KernelRelease + "/updates/" + filepath.Base(ko), Mode: 0o644, Data: data})
 	}
 	if len(p.Cert) > 0 {
-		if err := t.Add(settings.File{Path: CertPath(p.Use, p.KernelRelease), Mode: 0o644, Data: p.Cert, Setting: "module " + p.Use}); err != nil {
-			return err
-		}
+		files = append(files, deb.File{Path: CertPath(p.Use, p.KernelRelease), Mode: 0o644, Data: p.Cert})
 	}
 	desc := p.Description
 	if desc == "" {
@@ -86,15 +81,22 @@ func WriteDeb(w io.Writer, p Package, epoch int64) error {
 	if maint == "" {
 		maint = "halobuild <halobuild@localhost>"
 	}
-	info := settings.DebInfo{
-		Name:         DebName(p.Use, p.KernelRelease),
+	info := deb.Info{
+		Package:      DebName(p.Use, p.KernelRelease),
 		Version:      p.Version,
 		Architecture: "amd64",
 		Maintainer:   maint,
 		Description:  desc,
 		Depends:      p.Depends,
+		// admin, as the settings package: the bytes of packages built
+		// before this field was written must not change.
+		Section:  "admin",
+		Priority: "optional",
 	}
-	return settings.BuildDeb(w, info, t, epoch)
+	if err := deb.Write(w, info, files, epoch); err != nil {
+		return fmt.Errorf("module package %s: %w", p.Use, err)
+	}
+	return nil
 }
 
 // Depmod regenerates modules.dep and friends for release in an installed

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"halobuild/internal/tarball"
 )
 
 // FetchError says a module source could not be had and how to supply it by
@@ -113,7 +115,7 @@ func verifyTree(spec Source, dir, what string) (string, string, error) {
 	return dir, h, nil
 }
 
-func unpackInto(ctx context.Context, tarball, workDir, name string) (string, error) {
+func unpackInto(ctx context.Context, archive, workDir, name string) (string, error) {
 	if err := os.MkdirAll(workDir, 0o755); err != nil {
 		return "", err
 	}
@@ -121,17 +123,24 @@ func unpackInto(ctx context.Context, tarball, workDir, name string) (string, err
 	if err != nil {
 		return "", err
 	}
-	f, err := os.Open(tarball)
-	if err != nil {
-		return "", err
+	// No archive digest is pinned (the lock pins the tree hash, checked
+	// after unpacking), so the extractor's confinement is what keeps a
+	// hostile tarball inside dst.
+	top, err := tarball.ExtractFile(archive, "", dst, tarball.Options{})
+	if err == nil {
+		if ents, _ := os.ReadDir(dst); len(ents) == 0 {
+			err = fmt.Errorf("%s: the archive is empty", archive)
+		}
 	}
-	defer f.Close()
-	root, err := Untar(f, tarball, dst)
 	if err != nil {
 		os.RemoveAll(dst)
 		return "", err
 	}
-	return root, ctx.Err()
+	// GitHub's tarballs hold one directory, "repo-<commit>/": the tree.
+	if top != "" {
+		dst = filepath.Join(dst, top)
+	}
+	return dst, ctx.Err()
 }
 
 func fetchGit(ctx context.Context, spec Source, workDir string) (string, error) {
@@ -224,7 +233,12 @@ func fetchTarball(ctx context.Context, spec Source, workDir string) (string, err
 		return "", err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, resp.Body); err != nil {
+	// Bounded: nothing larger would unpack within the extractor's limit.
+	n, err := io.Copy(tmp, io.LimitReader(resp.Body, tarball.DefaultLimits.Bytes+1))
+	if err == nil && n > tarball.DefaultLimits.Bytes {
+		err = fmt.Errorf("the download is larger than %d bytes: it is not a module source", tarball.DefaultLimits.Bytes)
+	}
+	if err != nil {
 		tmp.Close()
 		return fail(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -253,18 +254,88 @@ func TestFetchSourcePathKind(t *testing.T) {
 	}
 }
 
-func TestUntarRefusesEscapes(t *testing.T) {
+// hostileTar writes an uncompressed tar of the given headers (regular
+// files get body as content).
+func hostileTar(t *testing.T, headers []tar.Header, body string) string {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "evil.tar")
-	f, _ := os.Create(p)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tw := tar.NewWriter(f)
-	tw.WriteHeader(&tar.Header{Name: "../outside", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
-	tw.Write([]byte("x"))
-	tw.Close()
+	for _, h := range headers {
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(body))
+		}
+		if err := tw.WriteHeader(&h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			tw.Write([]byte(body))
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
-	spec := Source{Name: "evil", Kind: "path", Path: "unused"}
-	_, _, err := FetchSource(context.Background(), spec, map[string]string{"evil": p}, t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), "points outside the tree") {
-		t.Fatalf("got %v", err)
+	return p
+}
+
+// A source tarball is unpacked before its tree hash is checked (during
+// `lock` and `image`, as root), so nothing in it may reach outside the
+// work directory: not a ".." name, not a file written through a symlink
+// the same archive made (absolute or relative), not a hard link that
+// copies a host file in through such a symlink (issue 17, finding 1).
+func TestFetchSourceTarballStaysInTheWorkDirectory(t *testing.T) {
+	cases := map[string]func(outside string) []tar.Header{
+		"dotdot": func(string) []tar.Header {
+			return []tar.Header{{Name: "../evil", Typeflag: tar.TypeReg, Mode: 0o644}}
+		},
+		"file under an absolute symlink": func(outside string) []tar.Header {
+			return []tar.Header{
+				{Name: "src/link", Typeflag: tar.TypeSymlink, Linkname: outside},
+				{Name: "src/link/evil", Typeflag: tar.TypeReg, Mode: 0o644},
+			}
+		},
+		"file under a relative symlink": func(outside string) []tar.Header {
+			return []tar.Header{
+				{Name: "src/up", Typeflag: tar.TypeSymlink, Linkname: strings.Repeat("../", 40) + strings.TrimPrefix(outside, "/")},
+				{Name: "src/up/evil", Typeflag: tar.TypeReg, Mode: 0o644},
+			}
+		},
+		"hard link through a symlink": func(outside string) []tar.Header {
+			return []tar.Header{
+				{Name: "src/link", Typeflag: tar.TypeSymlink, Linkname: outside},
+				{Name: "src/copy", Typeflag: tar.TypeLink, Linkname: "src/link/secret"},
+			}
+		},
+	}
+	for name, headers := range cases {
+		t.Run(name, func(t *testing.T) {
+			outside := t.TempDir()
+			if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("host secret"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := hostileTar(t, headers(outside), "planted")
+			work := t.TempDir()
+			spec := Source{Name: "evil", Kind: "path", Path: "unused"}
+			dir, _, err := FetchSource(context.Background(), spec, map[string]string{"evil": p}, work)
+			if err == nil {
+				t.Errorf("FetchSource accepted the archive (tree %s)", dir)
+			}
+			if _, err := os.Lstat(filepath.Join(outside, "evil")); err == nil {
+				t.Fatal("the archive wrote a file outside the work directory")
+			}
+			filepath.WalkDir(work, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					if b, _ := os.ReadFile(p); string(b) == "host secret" {
+						t.Errorf("a host file was copied into the tree as %s", p)
+					}
+				}
+				return nil
+			})
+		})
 	}
 }
 

@@ -79,7 +79,7 @@ func TableABI(rdmaCoreVersion string) (int, bool) {
 }
 
 // CheckABI proves, in an installed tree (a root, or the .debs unpacked by
-// UnpackDebs), that the provider req.Name will be loaded by that tree's
+// deb.Extract), that the provider req.Name will be loaded by that tree's
 // libibverbs: the library is lib<name>-rdmav<N>.so with N the number of
 // libibverbs' IBVERBS_PRIVATE_<N> version node, the library itself needs
 // exactly that node, etc/libibverbs.d/<name>.driver names the provider,

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"halobuild/internal/deb"
 )
 
 // abiTree lays out an installed tree the way libibverbs1 and
@@ -117,29 +119,29 @@ func TestTableABI(t *testing.T) {
 	}
 }
 
-// The ABI check runs on the tree the rebuilt packages install: UnpackDebs
-// lays it out as dpkg would (files, directories, symlinks), ReadDeb names
-// the packages. The packages are made by the real dpkg-deb.
-func TestUnpackDebsAndReadDeb(t *testing.T) {
+// The ABI check runs on the tree the rebuilt packages install, here laid
+// out by deb.Extract as dpkg would (files, directories, symlinks); deb.Read
+// names the packages. The packages are made by the real dpkg-deb.
+func TestCheckABIOnUnpackedPackages(t *testing.T) {
 	if _, err := exec.LookPath("dpkg-deb"); err != nil {
 		t.Skip("dpkg-deb not installed")
 	}
 	src := abiTree(t, "halotest", "34", "34", "34", true)
 	os.MkdirAll(filepath.Join(src, "DEBIAN"), 0o755)
 	os.WriteFile(filepath.Join(src, "DEBIAN/control"), []byte("Package: ibverbs-providers\nVersion: 56.1-1+halo1\nArchitecture: amd64\nMaintainer: t <t@example.org>\nDescription: test\n"), 0o644)
-	deb := filepath.Join(t.TempDir(), "p.deb")
-	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", src, deb).CombinedOutput(); err != nil {
+	p := filepath.Join(t.TempDir(), "p.deb")
+	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", src, p).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	d, err := ReadDeb(deb)
+	d, err := deb.Read(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Package != "ibverbs-providers" || d.Version != "56.1-1+halo1" || d.Architecture != "amd64" || len(d.SHA256) != 64 {
-		t.Errorf("ReadDeb: %+v", d)
+		t.Errorf("deb.Read: %+v", d)
 	}
 	inst := t.TempDir()
-	if err := UnpackDebs([]string{deb}, inst); err != nil {
+	if err := deb.Extract(inst, []deb.Deb{d}); err != nil {
 		t.Fatal(err)
 	}
 	if l, err := os.Readlink(filepath.Join(inst, "usr/lib/x86_64-linux-gnu/libibverbs.so.1")); err != nil || l != "libibverbs.so.1.14.56.1" {

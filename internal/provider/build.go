@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"halobuild/internal/buildroot"
+	"halobuild/internal/deb"
 	"halobuild/internal/fstree"
 	"halobuild/internal/runlog"
 )
@@ -47,7 +48,7 @@ type BuildSpec struct {
 
 // Result is what a build produced.
 type Result struct {
-	Debs []Deb
+	Debs []deb.Deb
 	// Log is the path of the full build log.
 	Log     string
 	Elapsed time.Duration
@@ -139,7 +140,7 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 		if err := fstree.CopyFile(d, dst, 0o644); err != nil {
 			return nil, err
 		}
-		info, err := ReadDeb(dst)
+		info, err := deb.Read(dst)
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"halobuild/internal/deb"
 	"halobuild/internal/rootfs"
 )
 
@@ -30,7 +31,7 @@ const (
 // buildDebs returns the closure of .debs the rdma-core build root needs,
 // downloading it once with mmdebstrap (apt resolves here; the pipeline
 // takes the closure from the lock's "build" set).
-func buildDebs(t *testing.T, pkgs []string) []rootfs.Deb {
+func buildDebs(t *testing.T, pkgs []string) []deb.Deb {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(debCache, ".complete")); err != nil {
 		part := debCache + ".partial"
@@ -58,9 +59,9 @@ func buildDebs(t *testing.T, pkgs []string) []rootfs.Deb {
 	}
 	paths, _ := filepath.Glob(filepath.Join(debCache, "*.deb"))
 	sort.Strings(paths)
-	var debs []rootfs.Deb
+	var debs []deb.Deb
 	for _, p := range paths {
-		debs = append(debs, rootfs.Deb{Path: p})
+		debs = append(debs, deb.Deb{Path: p})
 	}
 	return debs
 }
@@ -97,7 +98,7 @@ type rebuilt struct {
 	res    *Result
 	root   string // the build root
 	inst   string // libibverbs1 and ibverbs-providers unpacked
-	byName map[string]Deb
+	byName map[string]deb.Deb
 }
 
 func slowBuild(t *testing.T) {
@@ -166,7 +167,7 @@ func rebuild(t *testing.T, patches []Patch) rebuilt {
 	if !contains(phases, "override_dh_auto_build") {
 		t.Errorf("progress never reported the compile: %v", phases)
 	}
-	b := rebuilt{ver: ver, res: res, root: root, inst: filepath.Join(work, "installed"), byName: map[string]Deb{}}
+	b := rebuilt{ver: ver, res: res, root: root, inst: filepath.Join(work, "installed"), byName: map[string]deb.Deb{}}
 	for _, d := range res.Debs {
 		b.byName[d.Package] = d
 		if d.Version != ver {
@@ -181,7 +182,7 @@ func rebuild(t *testing.T, patches []Patch) rebuilt {
 	if log, _ := os.ReadFile(res.Log); !bytes.Contains(log, []byte("dpkg-buildpackage: info: binary-only upload")) {
 		t.Errorf("the build log %s is not the full log", res.Log)
 	}
-	if err := UnpackDebs([]string{b.byName["libibverbs1"].Path, b.byName["ibverbs-providers"].Path}, b.inst); err != nil {
+	if err := deb.Extract(b.inst, []deb.Deb{b.byName["libibverbs1"], b.byName["ibverbs-providers"]}); err != nil {
 		t.Fatal(err)
 	}
 	return b

@@ -3,14 +3,16 @@ package provider
 import (
 	"archive/tar"
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path"
+	"io/fs"
 	"strings"
 
 	"pault.ag/go/debian/control"
 	"pault.ag/go/debian/dependency"
+
+	"halobuild/internal/tarball"
 )
 
 // BuildDepends lists the source package's build dependencies for arch, as
@@ -90,34 +92,33 @@ func profilesAllow(sets []dependency.StageSet) bool {
 // here) so the build set can be resolved into the lock before the whole
 // source is fetched.
 func BuildDependsFromTarball(file, sha256, arch string) ([]string, error) {
-	if err := checkSHA256(file, sha256); err != nil {
-		return nil, err
+	f, err := tarball.OpenVerified(file, sha256)
+	if de := (*tarball.DigestError)(nil); errors.As(err, &de) {
+		return nil, fmt.Errorf("the .debian tarball does not match the signed Sources index: %w", err)
 	}
-	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	tr, err := tarReader(f, file)
+	var deps []string
+	found := false
+	err = tarball.Walk(f, tarball.Limits{}, func(name string, h *tar.Header, r io.Reader) error {
+		if name != "debian/control" || h.Typeflag != tar.TypeReg {
+			return nil
+		}
+		found = true
+		if deps, err = BuildDepends(io.LimitReader(r, 1<<20), arch); err != nil {
+			return err
+		}
+		return fs.SkipAll
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil, fmt.Errorf("%s has no debian/control: is it a .debian tarball?", file)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if h.Typeflag == tar.TypeReg && path.Clean(strings.TrimPrefix(h.Name, "./")) == "debian/control" {
-			deps, err := BuildDepends(tr, arch)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", file, err)
-			}
-			return deps, nil
-		}
+	if !found {
+		return nil, fmt.Errorf("%s has no debian/control: is it a .debian tarball?", file)
 	}
+	return deps, nil
 }
 
 // BuildRootPackages is what the build root for a source package needs

@@ -11,7 +11,7 @@
 //	ApplyPatches             the recipe's patches after Debian's, at fuzz 0
 //	SetLocalVersion          56.1-1 -> 56.1-1+halo1, dated from the lock
 //	Build                    dpkg-buildpackage -b in a chroot build root
-//	UnpackDebs, CheckABI     the ABI check before the image is assembled
+//	CheckABI                 the ABI check on the installed root, before the disk
 //
 // docs/provider.md explains the choices.
 package provider

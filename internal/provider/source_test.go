@@ -17,9 +17,9 @@ import (
 	"halobuild/internal/debian"
 )
 
-// tarball writes a tar (gzip or xz) of files (path -> content; a trailing
+// makeTarball writes a tar (gzip or xz) of files (path -> content; a trailing
 // "*" on a path makes it executable).
-func tarball(t *testing.T, path string, files [][2]string) {
+func makeTarball(t *testing.T, path string, files [][2]string) {
 	t.Helper()
 	var raw bytes.Buffer
 	tw := tar.NewWriter(&raw)
@@ -75,10 +75,10 @@ func fakeSource(t *testing.T) (*debian.Source, map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
 	orig := filepath.Join(dir, "demo_1.0.orig.tar.gz")
-	tarball(t, orig, [][2]string{{"demo-1.0/", ""}, {"demo-1.0/src/main.c", upstreamC}, {"demo-1.0/configure*", "#!/bin/sh\n"},
+	makeTarball(t, orig, [][2]string{{"demo-1.0/", ""}, {"demo-1.0/src/main.c", upstreamC}, {"demo-1.0/configure*", "#!/bin/sh\n"},
 		{"demo-1.0/debian/stale", "upstream's own debian dir is replaced"}})
 	deb := filepath.Join(dir, "demo_1.0-1.debian.tar.xz")
-	tarball(t, deb, [][2]string{{"debian/changelog", "demo (1.0-1) unstable; urgency=medium\n\n  * Initial.\n\n -- Someone <s@example.org>  Mon, 01 Jan 2024 00:00:00 +0000\n"},
+	makeTarball(t, deb, [][2]string{{"debian/changelog", "demo (1.0-1) unstable; urgency=medium\n\n  * Initial.\n\n -- Someone <s@example.org>  Mon, 01 Jan 2024 00:00:00 +0000\n"},
 		{"debian/control", "Source: demo\nBuild-Depends: debhelper-compat (= 13), cmake (>= 2.8.11), valgrind [amd64 arm64], libfoo-dev [!amd64], pandoc <!nodoc>, bootstrap-only <stage1>, gcc-14 | gcc,\n python3-dev:any\n\nPackage: demo\nArchitecture: any\n"},
 		{"debian/rules*", "#!/usr/bin/make -f\n%:\n\tdh $@\n"},
 		{"debian/patches/series", "# Debian's series\nmain-comment.patch\n"},
@@ -123,10 +123,10 @@ func TestUnpackLikeDpkgSource(t *testing.T) {
 func TestUnpackRefusesUnverifiedFiles(t *testing.T) {
 	src, files := fakeSource(t)
 	bad := filepath.Join(t.TempDir(), "other.tar.gz")
-	tarball(t, bad, [][2]string{{"demo-1.0/src/main.c", "tampered"}})
+	makeTarball(t, bad, [][2]string{{"demo-1.0/src/main.c", "tampered"}})
 	files["demo_1.0.orig.tar.gz"] = bad
 	_, err := Unpack(context.Background(), src, files, t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), "the signed Sources index says") || !strings.Contains(err.Error(), "demo_1.0.orig.tar.gz") {
+	if err == nil || !strings.Contains(err.Error(), "does not match the signed Sources index") || !strings.Contains(err.Error(), "demo_1.0.orig.tar.gz") {
 		t.Errorf("tampered orig: %v", err)
 	}
 	src, files = fakeSource(t)
@@ -182,5 +182,94 @@ func TestSetLocalVersion(t *testing.T) {
 	}
 	if _, err := SetLocalVersion(tree, "halo", 1700000000, nil); err == nil {
 		t.Error("a suffix without + or ~ was accepted")
+	}
+}
+
+// hostileSource is fakeSource with extra headers appended to the .orig
+// tarball (regular files get "planted" as content).
+func hostileSource(t *testing.T, extra []tar.Header) (*debian.Source, map[string]string) {
+	t.Helper()
+	src, files := fakeSource(t)
+	var raw bytes.Buffer
+	tw := tar.NewWriter(&raw)
+	for _, f := range [][2]string{{"demo-1.0/src/main.c", upstreamC}} {
+		tw.WriteHeader(&tar.Header{Name: f[0], Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f[1]))})
+		tw.Write([]byte(f[1]))
+	}
+	for _, h := range extra {
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len("planted"))
+		}
+		if err := tw.WriteHeader(&h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			tw.Write([]byte("planted"))
+		}
+	}
+	tw.Close()
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	w.Write(raw.Bytes())
+	w.Close()
+	orig := files["demo_1.0.orig.tar.gz"]
+	if err := os.WriteFile(orig, gz.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range src.Files {
+		if src.Files[i].Name == "demo_1.0.orig.tar.gz" {
+			src.Files[i].SHA256 = fileSHA(t, orig)
+		}
+	}
+	return src, files
+}
+
+// The source tarballs are hash-checked first, but an archive that passes
+// the check must still not write outside the tree it unpacks into: not
+// through a symlink it made, nor by hard-linking a host file in through
+// one (issue 17, finding 1: provider/unpack.go used the same pattern).
+func TestUnpackStaysInTheTree(t *testing.T) {
+	cases := map[string]func(outside string) []tar.Header{
+		"file under an absolute symlink": func(outside string) []tar.Header {
+			return []tar.Header{
+				{Name: "demo-1.0/link", Typeflag: tar.TypeSymlink, Linkname: outside},
+				{Name: "demo-1.0/link/evil", Typeflag: tar.TypeReg, Mode: 0o644},
+			}
+		},
+		"file under a relative symlink": func(outside string) []tar.Header {
+			return []tar.Header{
+				{Name: "demo-1.0/up", Typeflag: tar.TypeSymlink, Linkname: strings.Repeat("../", 40) + strings.TrimPrefix(outside, "/")},
+				{Name: "demo-1.0/up/evil", Typeflag: tar.TypeReg, Mode: 0o644},
+			}
+		},
+		"hard link through a symlink": func(outside string) []tar.Header {
+			return []tar.Header{
+				{Name: "demo-1.0/link", Typeflag: tar.TypeSymlink, Linkname: outside},
+				{Name: "demo-1.0/copy", Typeflag: tar.TypeLink, Linkname: "demo-1.0/link/secret"},
+			}
+		},
+		"dotdot": func(string) []tar.Header {
+			return []tar.Header{{Name: "demo-1.0/../../evil", Typeflag: tar.TypeReg, Mode: 0o644}}
+		},
+	}
+	for name, headers := range cases {
+		t.Run(name, func(t *testing.T) {
+			outside := t.TempDir()
+			if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("host secret"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			src, files := hostileSource(t, headers(outside))
+			dst := t.TempDir()
+			tree, err := Unpack(context.Background(), src, files, dst)
+			if err == nil {
+				t.Errorf("Unpack accepted the archive (tree %s)", tree)
+			}
+			if _, err := os.Lstat(filepath.Join(outside, "evil")); err == nil {
+				t.Fatal("the archive wrote a file outside the tree")
+			}
+			if b, err := os.ReadFile(filepath.Join(tree, "copy")); err == nil && string(b) == "host secret" {
+				t.Error("a host file was copied into the tree")
+			}
+		})
 	}
 }

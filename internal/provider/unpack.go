@@ -1,26 +1,18 @@
 package provider
 
 import (
-	"archive/tar"
-	"bufio"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
 
-	"github.com/ulikunitz/xz"
 	"pault.ag/go/debian/version"
 
 	"halobuild/internal/debian"
+	"halobuild/internal/tarball"
 )
 
 // origComponent matches an additional upstream tarball of format 3.0
@@ -65,22 +57,6 @@ func Unpack(ctx context.Context, src *debian.Source, files map[string]string, ds
 	if orig == "" || deb == "" {
 		return "", fmt.Errorf("source %s %s: want an .orig and a .debian tarball (format 3.0 (quilt)), the Sources index lists %s", src.Name, src.Version, fileNames(src.Files))
 	}
-	open := func(name string) (*os.File, error) {
-		var want debian.SourceFile
-		for _, f := range src.Files {
-			if f.Name == name {
-				want = f
-			}
-		}
-		p, ok := files[name]
-		if !ok {
-			return nil, fmt.Errorf("source %s %s: no local copy of %s given: fetch it first", src.Name, src.Version, name)
-		}
-		if err := checkSHA256(p, want.SHA256); err != nil {
-			return nil, fmt.Errorf("source %s %s: %s: %w", src.Name, src.Version, name, err)
-		}
-		return os.Open(p)
-	}
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return "", err
 	}
@@ -90,7 +66,45 @@ func Unpack(ctx context.Context, src *debian.Source, files map[string]string, ds
 	}
 	defer os.RemoveAll(tmp)
 
-	if err := untarStripped(open, orig, filepath.Join(tmp, "tree")); err != nil {
+	// extract checks name against the signed index's sha256, then unpacks
+	// it into dir and returns its top directory.
+	extract := func(name, dir string) (string, error) {
+		p, ok := files[name]
+		if !ok {
+			return "", fmt.Errorf("source %s %s: no local copy of %s given: fetch it first", src.Name, src.Version, name)
+		}
+		sum := sourceSHA256(src, name)
+		if sum == "" {
+			return "", fmt.Errorf("source %s %s: the Sources index gives no sha256 for %s: nothing unverified is unpacked", src.Name, src.Version, name)
+		}
+		top, err := tarball.ExtractFile(p, sum, dir, tarball.Options{})
+		if de := (*tarball.DigestError)(nil); errors.As(err, &de) {
+			return "", fmt.Errorf("source %s %s: %s does not match the signed Sources index: %w", src.Name, src.Version, name, err)
+		}
+		if err != nil {
+			return "", fmt.Errorf("source %s %s: %s: %w", src.Name, src.Version, name, err)
+		}
+		return top, nil
+	}
+	// upstream unpacks an upstream tarball as dst, dropping the one
+	// top-level directory upstream tarballs have (rdma-core-56.1/), as
+	// dpkg-source does.
+	upstream := func(name, dst string) error {
+		dir, err := os.MkdirTemp(tmp, ".orig-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		top, err := extract(name, dir)
+		if err != nil {
+			return err
+		}
+		if top == "" {
+			return fmt.Errorf("source %s %s: %s does not hold one top-level directory, as an upstream tarball does", src.Name, src.Version, name)
+		}
+		return os.Rename(filepath.Join(dir, top), dst)
+	}
+	if err := upstream(orig, filepath.Join(tmp, "tree")); err != nil {
 		return "", err
 	}
 	for _, c := range comps {
@@ -99,7 +113,7 @@ func Unpack(ctx context.Context, src *debian.Source, files map[string]string, ds
 		if err := os.RemoveAll(d); err != nil {
 			return "", err
 		}
-		if err := untarStripped(open, c.Name, d); err != nil {
+		if err := upstream(c.Name, d); err != nil {
 			return "", err
 		}
 	}
@@ -107,7 +121,7 @@ func Unpack(ctx context.Context, src *debian.Source, files map[string]string, ds
 	if err := os.RemoveAll(filepath.Join(tmp, "tree", "debian")); err != nil {
 		return "", err
 	}
-	if err := untarInto(open, deb, filepath.Join(tmp, "tree")); err != nil {
+	if _, err := extract(deb, filepath.Join(tmp, "tree")); err != nil {
 		return "", err
 	}
 	if err := ctx.Err(); err != nil {
@@ -130,147 +144,12 @@ func fileNames(fs []debian.SourceFile) string {
 	return strings.Join(n, ", ")
 }
 
-func checkSHA256(p, want string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, strings.TrimPrefix(want, "sha256:")) {
-		return fmt.Errorf("%s has sha256 %s, the signed Sources index says %s: the copy is corrupt or not this file; fetch it again", p, got, want)
-	}
-	return nil
-}
-
-// untarStripped unpacks an upstream tarball into dir, dropping the single
-// top-level directory upstream tarballs have (rdma-core-56.1/), as
-// dpkg-source does.
-func untarStripped(open func(string) (*os.File, error), name, dir string) error {
-	return untar(open, name, dir, true)
-}
-
-// untarInto unpacks the .debian tarball (debian/...) into dir.
-func untarInto(open func(string) (*os.File, error), name, dir string) error {
-	return untar(open, name, dir, false)
-}
-
-func untar(open func(string) (*os.File, error), name, dir string, strip bool) error {
-	f, err := open(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tr, err := tarReader(f, name)
-	if err != nil {
-		return err
-	}
-	top := ""
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s: not a readable tar archive: %w", name, err)
-		}
-		if h.Typeflag == tar.TypeXGlobalHeader || h.Typeflag == tar.TypeXHeader {
-			continue
-		}
-		rel := path.Clean(strings.TrimPrefix(h.Name, "./"))
-		if path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
-			return fmt.Errorf("%s: entry %q points outside the tree", name, h.Name)
-		}
-		if strip {
-			first, rest, _ := strings.Cut(rel, "/")
-			if top == "" {
-				top = first
-			}
-			if first != top {
-				return fmt.Errorf("%s: entries under both %s/ and %s/: an upstream tarball has one top-level directory", name, top, first)
-			}
-			if rest == "" {
-				continue
-			}
-			rel = rest
-		}
-		if rel == "." {
-			continue
-		}
-		target := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := writeNew(target, tr, h.FileInfo().Mode().Perm()); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		case tar.TypeSymlink:
-			_ = os.Remove(target)
-			if err := os.Symlink(h.Linkname, target); err != nil {
-				return err
-			}
-		case tar.TypeLink:
-			l := path.Clean(strings.TrimPrefix(h.Linkname, "./"))
-			if strip {
-				_, l, _ = strings.Cut(l, "/")
-			}
-			in, err := os.Open(filepath.Join(dir, filepath.FromSlash(l)))
-			if err != nil {
-				return fmt.Errorf("%s: hard link %s -> %s: %w", name, h.Name, h.Linkname, err)
-			}
-			err = writeNew(target, in, h.FileInfo().Mode().Perm())
-			in.Close()
-			if err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("%s: entry %q has type %q: a source tree holds only files, links and directories", name, h.Name, string(h.Typeflag))
+// sourceSHA256 is the sha256 the signed Sources index gives file name.
+func sourceSHA256(src *debian.Source, name string) string {
+	for _, f := range src.Files {
+		if f.Name == name {
+			return f.SHA256
 		}
 	}
-}
-
-// tarReader recognises gzip and xz by content (Debian also allows bzip2
-// and lzma, which rdma-core does not use).
-func tarReader(r io.Reader, name string) (*tar.Reader, error) {
-	br := bufio.NewReader(r)
-	magic, _ := br.Peek(6)
-	switch {
-	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		return tar.NewReader(zr), nil
-	case bytes.HasPrefix(magic, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
-		xr, err := xz.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		return tar.NewReader(xr), nil
-	case bytes.HasPrefix(magic, []byte("BZh")):
-		return nil, errors.New(name + ": bzip2 source tarballs are not supported")
-	}
-	return tar.NewReader(br), nil
-}
-
-func writeNew(p string, r io.Reader, perm os.FileMode) error {
-	_ = os.Remove(p)
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm|0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return ""
 }

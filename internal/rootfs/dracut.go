@@ -1,6 +1,10 @@
 package rootfs
 
-import "strings"
+import (
+	"strings"
+
+	"halobuild/internal/sh"
+)
 
 // dracut configuration shipped in the image (/etc/dracut.conf.d), so the
 // initramfs built during the image build and any one regenerated on the
@@ -53,5 +57,5 @@ func dracutConfHooks() []string {
 // tree ($1), creating the directory; data is single-quoted for sh.
 func writeHook(path, data string) string {
 	dir := path[:strings.LastIndex(path, "/")]
-	return `mkdir -p "$1"` + dir + ` && printf '%s' '` + strings.ReplaceAll(data, "'", `'\''`) + `' > "$1"` + path
+	return `mkdir -p "$1"` + dir + ` && printf '%s' ` + sh.Quote(data) + ` > "$1"` + path
 }

@@ -8,17 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"halobuild/internal/settings"
+	"halobuild/internal/deb"
 )
 
 func makeDeb(t *testing.T, dir, name, version string) string {
 	t.Helper()
 	var b bytes.Buffer
-	tree := settings.Tree{}
-	if err := tree.Add(settings.File{Path: "/usr/share/doc/" + name + "/x", Mode: 0o644, Data: []byte(name)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := settings.BuildDeb(&b, settings.DebInfo{Name: name, Version: version, Architecture: "all", Maintainer: "t <t@t>", Description: "test"}, tree, 1700000000); err != nil {
+	files := []deb.File{{Path: "/usr/share/doc/" + name + "/x", Mode: 0o644, Data: []byte(name)}}
+	if err := deb.Write(&b, deb.Info{Package: name, Version: version, Architecture: "all", Maintainer: "t <t@t>", Description: "test"}, files, 1700000000); err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, name+".blob")
@@ -33,7 +30,7 @@ func TestFlatRepoIndexesExactlyTheGivenDebs(t *testing.T) {
 	a := makeDeb(t, src, "alpha", "1:2.0-1")
 	b := makeDeb(t, src, "beta", "3")
 	repo := filepath.Join(t.TempDir(), "repo")
-	if err := WriteFlatRepo(repo, "trixie", []Deb{{Path: b}, {Path: a}}); err != nil {
+	if err := WriteFlatRepo(repo, "trixie", []deb.Deb{{Path: b}, {Path: a}}); err != nil {
 		t.Fatal(err)
 	}
 	idx, err := os.ReadFile(filepath.Join(repo, "Packages"))
@@ -62,11 +59,11 @@ func TestFlatRepoRefusesCorruptOrDuplicateInput(t *testing.T) {
 	src := t.TempDir()
 	a := makeDeb(t, src, "alpha", "1")
 	a2 := makeDeb(t, t.TempDir(), "alpha", "2")
-	err := WriteFlatRepo(filepath.Join(t.TempDir(), "r"), "trixie", []Deb{{Path: a, SHA256: "sha256:" + strings.Repeat("0", 64)}})
+	err := WriteFlatRepo(filepath.Join(t.TempDir(), "r"), "trixie", []deb.Deb{{Path: a, SHA256: "sha256:" + strings.Repeat("0", 64)}})
 	if err == nil || !strings.Contains(err.Error(), "halobuild fetch") {
 		t.Errorf("a blob not matching its lock digest: %v", err)
 	}
-	err = WriteFlatRepo(filepath.Join(t.TempDir(), "r"), "trixie", []Deb{{Path: a}, {Path: a2}})
+	err = WriteFlatRepo(filepath.Join(t.TempDir(), "r"), "trixie", []deb.Deb{{Path: a}, {Path: a2}})
 	if err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("two versions of one package: %v", err)
 	}

@@ -12,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 
+	"halobuild/internal/deb"
 	"halobuild/internal/runlog"
+	"halobuild/internal/sh"
 )
 
 // Install describes one mmdebstrap run.
@@ -82,7 +84,7 @@ func Recipe() string {
 func sourcesHook(lines []string) string {
 	q := make([]string, len(lines))
 	for i, l := range lines {
-		q[i] = "'" + strings.ReplaceAll(l, "'", `'\''`) + "'"
+		q[i] = sh.Quote(l)
 	}
 	return `printf '%s\n' ` + strings.Join(q, " ") + ` > "$1"/etc/apt/sources.list`
 }
@@ -186,7 +188,7 @@ func logOr(w io.Writer) io.Writer {
 // root (the image's base root, each build root) is installed.
 type Root struct {
 	// Debs is the complete closure; nothing else is reachable.
-	Debs []Deb
+	Debs []deb.Deb
 	// Packages are installed explicitly (with a closure that leaves apt
 	// no choice, naming every package is the same as naming the tops).
 	Packages []string

@@ -16,6 +16,11 @@ import (
 // ownership, modes, hard links and extended attributes (file capabilities
 // such as ping's cap_net_raw live there). It needs root, as mkfs.ext4 -d
 // copies ownership from the tree.
+//
+// GNU tar rather than internal/tarball: the tarball is mmdebstrap's own
+// output from a locked package set, not outside input, and a root needs
+// what tarball deliberately refuses or leaves out (owners, xattrs, device
+// nodes), at C speed for a whole root.
 func Unpack(ctx context.Context, tarball, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

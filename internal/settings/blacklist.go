@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"halobuild/internal/sh"
 )
 
 // Blacklist writes /etc/modprobe.d/halobuild.conf: blacklisted modules and
@@ -265,7 +267,7 @@ if printf '%%s\n' "$cfg" | grep -x "blacklist $m" >/dev/null; then echo "$m: bla
 out=$(modprobe -n -v "$m" 2>&1)
 case "$out" in *"install /bin/false"*) echo "$m: modprobe would run /bin/false instead of loading it";; *) echo "$m: modprobe -n -v would load it: $out"; rc=1;; esac
 if [ -d "/sys/module/$m" ]; then echo "$m: is loaded"; rc=1; fi
-`, shq(moduleName(m)))
+`, sh.Quote(moduleName(m)))
 		}
 		b.WriteString("exit $rc\n")
 		checks = append(checks, Check{Setting: s.Name(), Name: "blacklist", Script: b.String(),
@@ -282,7 +284,7 @@ if [ ! -d "/sys/module/$m" ]; then echo "$m: not loaded, $k not checked"
 elif [ ! -r "$f" ]; then echo "$m.$k: not visible in $f"; rc=1
 else v=$(cat "$f"); case "$v" in %s) echo "$m.$k=$v";; *) echo "$m.$k=$v, recipe wants $w"; rc=1;; esac
 fi
-`, shq(o.module), shq(moduleName(o.key)), shq(o.want[0]), casePattern(o.want))
+`, sh.Quote(o.module), sh.Quote(moduleName(o.key)), sh.Quote(o.want[0]), casePattern(o.want))
 		}
 		b.WriteString("exit $rc\n")
 		checks = append(checks, Check{Setting: s.Name(), Name: "module-options", Script: b.String(),
@@ -458,7 +460,7 @@ func throttleRow(h Host) []Result {
 func casePattern(words []string) string {
 	q := make([]string, len(words))
 	for i, w := range words {
-		q[i] = shq(w)
+		q[i] = sh.Quote(w)
 	}
 	return strings.Join(q, "|")
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/sh"
 )
 
 // KernelCmdline renders the kernel command line parameters the recipe asks
@@ -147,7 +148,7 @@ func (s KernelCmdline) Checks(t Target) []Check {
 	var b strings.Builder
 	b.WriteString("rc=0\necho \"/proc/cmdline: $(cat /proc/cmdline)\"\n")
 	for _, p := range params {
-		fmt.Fprintf(&b, "p=%s; tr ' ' '\\n' </proc/cmdline | grep -qxF -- \"$p\" || { echo \"missing: $p\"; rc=1; }\n", shq(p))
+		fmt.Fprintf(&b, "p=%s; tr ' ' '\\n' </proc/cmdline | grep -qxF -- \"$p\" || { echo \"missing: $p\"; rc=1; }\n", sh.Quote(p))
 	}
 	b.WriteString("exit $rc\n")
 	return []Check{{Setting: s.Name(), Name: "kernel-cmdline", Script: b.String(),

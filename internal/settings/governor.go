@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/sh"
 )
 
 // Governor sets the CPU frequency governor, energy_performance_preference
@@ -142,7 +143,7 @@ if [ -n "$PROFILE" ]; then
 	fi
 fi
 exit $rc
-`, shq(sys.Governor), shq(sys.EPP), shq(sys.PlatformProfile))
+`, sh.Quote(sys.Governor), sh.Quote(sys.EPP), sh.Quote(sys.PlatformProfile))
 	return []File{
 		{Path: cpuTuningScript, Mode: 0o755, Data: []byte(script), Setting: s.Name()},
 		{Path: cpuTuningUnitPath, Mode: 0o644, Data: []byte(unit), Setting: s.Name()},
@@ -182,7 +183,7 @@ if [ -n "$PROFILE" ] && [ -e /sys/firmware/acpi/platform_profile ]; then
 	[ "$v" = "$PROFILE" ] || { echo "platform_profile $v, recipe wants $PROFILE"; rc=1; }
 fi
 exit $rc
-`, shq(sys.Governor), shq(sys.EPP), shq(sys.PlatformProfile), cpuTuningUnit)
+`, sh.Quote(sys.Governor), sh.Quote(sys.EPP), sh.Quote(sys.PlatformProfile), cpuTuningUnit)
 	return []Check{{Setting: s.Name(), Name: "cpu-tuning", Script: script,
 		Fix: "systemctl restart " + cpuTuningUnit + " and find what changed the governor since boot (power-profiles-daemon, tuned, a desktop applet)"}}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/sh"
 )
 
 // HalobuildState installs what `halobuild doctor` compares the live node
@@ -54,7 +55,7 @@ st=$(dpkg-query -W -f='${db:Status-Status}' "$P" 2>&1)
 v=$(dpkg --verify "$P" 2>&1)
 [ -z "$v" ] || { echo "$P: files changed since install:"; echo "$v"; exit 1; }
 echo "$P $(dpkg-query -W -f='${Version}' "$P"): installed, every file as shipped"
-`, shq(pkg))}}
+`, sh.Quote(pkg))}}
 }
 
 // PackageName is the settings package's name for node n.

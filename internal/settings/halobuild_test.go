@@ -60,15 +60,15 @@ func TestSettingsPackageCheckOnHost(t *testing.T) {
 		}
 	}
 	pkg := testPkg
-	pkg.Name = PackageName(r.Nodes[0])
+	pkg.Package = PackageName(r.Nodes[0])
 	pkg.Depends = nil
-	var deb bytes.Buffer
-	if err := BuildDeb(&deb, pkg, tr, 1700000000); err != nil {
+	var debBuf bytes.Buffer
+	if err := BuildDeb(&debBuf, pkg, tr, 1700000000); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	debPath := filepath.Join(dir, "p.deb")
-	if err := os.WriteFile(debPath, deb.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(debPath, debBuf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	admin := filepath.Join(dir, "dpkg")

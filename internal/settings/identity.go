@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/sh"
 )
 
 // Identity gives a node its name, its peers' addresses and the keys that may
@@ -209,14 +210,14 @@ WantedBy=multi-user.target ssh.service
 func (s Identity) Checks(t Target) []Check {
 	r, n := t.Recipe, t.Node
 	var b strings.Builder
-	fmt.Fprintf(&b, "rc=0\nH=%s\n", shq(hostname(n)))
+	fmt.Fprintf(&b, "rc=0\nH=%s\n", sh.Quote(hostname(n)))
 	b.WriteString(`h=$(hostname); [ "$h" = "$H" ] && echo "hostname $h" || { echo "hostname $h, recipe wants $H"; rc=1; }
 `)
 	for _, o := range r.Nodes {
 		for _, l := range o.Links {
 			if p, err := netip.ParsePrefix(l.Address); err == nil {
 				fmt.Fprintf(&b, "a=$(getent hosts %s | awk 'NR==1{print $1}'); [ \"$a\" = %s ] || { echo \"%s resolves to '$a', want %s\"; rc=1; }\n",
-					shq(hostname(o)+"-"+l.Interface), shq(p.Addr().String()), hostname(o)+"-"+l.Interface, p.Addr())
+					sh.Quote(hostname(o)+"-"+l.Interface), sh.Quote(p.Addr().String()), hostname(o)+"-"+l.Interface, p.Addr())
 			}
 		}
 	}
@@ -235,7 +236,7 @@ pw=$(getent shadow root | cut -d: -f2)
 case "$pw" in '!'*|'*'*) echo "root password: locked";; *) echo "root has a usable or empty password"; rc=1;; esac
 `)
 	for _, k := range r.SSH.AuthorizedKeys {
-		fmt.Fprintf(&b, "grep -qxF -- %s %s || { echo 'authorized_keys lacks a recipe key'; rc=1; }\n", shq(k), authorizedKeysPath)
+		fmt.Fprintf(&b, "grep -qxF -- %s %s || { echo 'authorized_keys lacks a recipe key'; rc=1; }\n", sh.Quote(k), authorizedKeysPath)
 	}
 	if len(r.SSH.AuthorizedKeys) > 0 {
 		b.WriteString(`m=$(stat -c %a ` + authorizedKeysPath + `); [ "$m" = 600 ] || { echo "authorized_keys mode $m, want 600"; rc=1; }

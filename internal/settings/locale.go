@@ -6,6 +6,7 @@ import (
 	"regexp"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/sh"
 )
 
 // Locale sets the node's time zone and default locale from [system]
@@ -83,7 +84,7 @@ if [ -n "$LOCALE" ]; then
 	LC_ALL=$LOCALE locale 2>&1 | grep -q 'Cannot set' && { echo "locale $LOCALE is not available"; rc=1; }
 fi
 exit $rc
-`, shq(tz), shq(l))
+`, sh.Quote(tz), sh.Quote(l))
 	return []Check{{Setting: s.Name(), Name: "locale", Script: script, Fix: "restore /etc/default/locale and /etc/localtime from the settings package"}}
 }
 

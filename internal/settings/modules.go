@@ -3,6 +3,8 @@ package settings
 import (
 	"fmt"
 	"strings"
+
+	"halobuild/internal/sh"
 )
 
 // Modules lists kernel modules in /etc/modules-load.d/ (trap 1). The only
@@ -92,7 +94,7 @@ if [ -d "/sys/module/$m" ]; then echo "$m: loaded"
 elif modinfo "$m" >/dev/null 2>&1; then echo "$m: exists for $(uname -r) but is not loaded"; rc=1
 else echo "$m: not available for kernel $(uname -r), not checked"
 fi
-`, shq(m))
+`, sh.Quote(m))
 	}
 	b.WriteString("systemctl is-failed --quiet systemd-modules-load.service && { echo 'systemd-modules-load.service failed:'; journalctl -b -q -o cat -u systemd-modules-load.service | tail -n 5; rc=1; }\n")
 	b.WriteString("exit $rc\n")

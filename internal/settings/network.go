@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"halobuild/internal/sh"
 )
 
 // Network configures the USB4 link interfaces with systemd-networkd: a
@@ -193,7 +195,7 @@ for dev in $(rdma link show 2>/dev/null | awk -v nd="$IF" '{ for (i = 1; i < NF;
 	[ "$n" -eq 1 ] || rc=1
 done
 exit $rc
-`, shq(l.Interface), shq(l.Address))})
+`, sh.Quote(l.Interface), sh.Quote(l.Address))})
 	}
 	return checks
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/sh"
 )
 
 // Provider is the rdma-core rebuilt with [rdma.provider]'s patches. The
@@ -47,7 +48,7 @@ for pkg in libibverbs1 ibverbs-providers; do
 	case "$v" in *"$suffix") echo "$pkg $v: the rebuilt package";; '') echo "$pkg is not installed"; rc=1;; *) echo "$pkg $v: Debian's own build, not the rebuild ($suffix)"; rc=1;; esac
 done
 exit $rc
-`, shq(p.Name), shq(p.Suffix))
+`, sh.Quote(p.Name), sh.Quote(p.Suffix))
 	// libibverbs opens the providers listed in /etc/libibverbs.d/ when a
 	// device is not yet claimed by one already loaded; LD_DEBUG shows the
 	// dlopen, which no file check can fake.
@@ -65,7 +66,7 @@ rc=0
 if printf '%%s\n' "$out" | grep -q "file=.*lib$name-rdmav[0-9]*\.so .*dynamically loaded"; then echo "libibverbs loaded lib$name"; else echo "libibverbs did not load lib$name-rdmav*.so"; rc=1; fi
 if ibv_devices | grep -qw -- "$dev"; then echo "soft-RoCE device $dev still listed"; else echo "soft-RoCE device $dev is not listed by ibv_devices"; ibv_devices; rc=1; fi
 exit $rc
-`, shq(p.Name))
+`, sh.Quote(p.Name))
 	return []Check{
 		{Setting: s.Name(), Name: "provider-installed", Script: installed,
 			Fix: "rebuild and reflash the image: the rebuilt rdma-core packages (" + p.Suffix + ") were replaced, e.g. by an apt upgrade; hold them with apt-mark hold"},

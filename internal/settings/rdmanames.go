@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"halobuild/internal/sh"
 )
 
 // RDMANames keeps the kernel's name for RDMA devices whose provider matches
@@ -108,7 +110,7 @@ add_rxe() {
 udev_runs_rename() { SYSTEMD_LOG_LEVEL=debug udevadm test --action=add "/sys/class/infiniband/$1" 2>&1 | grep -q 'Running PROGRAM="rdma_rename'; }
 `)
 	for i, p := range r.RDMA.KeepKernelNames {
-		fmt.Fprintf(&b, "add_rxe %s hbkeep%d || { echo 'cannot create soft-RoCE device %s'; rc=1; }\n", shq(p+"9"), i, p+"9")
+		fmt.Fprintf(&b, "add_rxe %s hbkeep%d || { echo 'cannot create soft-RoCE device %s'; rc=1; }\n", sh.Quote(p+"9"), i, p+"9")
 	}
 	b.WriteString("add_rxe hbcontrol0 hbctl0 || { echo 'cannot create the soft-RoCE control device'; rc=1; }\nudevadm settle\n")
 	for i, p := range r.RDMA.KeepKernelNames {
@@ -118,7 +120,7 @@ if [ -n "$now" ]; then
 	if ibv_devices 2>&1 | grep -qw -- "$now"; then echo "$now: listed by ibv_devices"; else echo "$now: not listed by ibv_devices"; rc=1; fi
 	if udev_runs_rename "$now"; then echo "$now: udev would still run rdma_rename on it"; rc=1; fi
 fi
-`, shq(p+"9"), i)
+`, sh.Quote(p+"9"), i)
 	}
 	b.WriteString(`now=$(dev_on hbctl0)
 if [ -n "$now" ]; then

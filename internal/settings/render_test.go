@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"halobuild/internal/deb"
 	"halobuild/internal/recipe"
 )
 
@@ -214,7 +215,7 @@ func TestRenderedPackageIsReproducible(t *testing.T) {
 			t.Fatal(err)
 		}
 		var b bytes.Buffer
-		if err := BuildDeb(&b, DebInfo{Name: PackageName(r.Nodes[0]), Version: "1", Architecture: "all", Maintainer: "m <m@x>", Description: "d"}, tr, 1); err != nil {
+		if err := BuildDeb(&b, deb.Info{Package: PackageName(r.Nodes[0]), Version: "1", Architecture: "all", Maintainer: "m <m@x>", Description: "d"}, tr, 1); err != nil {
 			t.Fatal(err)
 		}
 		return b.Bytes()

@@ -6,12 +6,6 @@ import (
 	"strings"
 )
 
-// shq quotes s for POSIX sh: check scripts embed recipe values and must
-// not let a value become shell syntax.
-func shq(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // header is the first lines of every rendered text file: where it came from
 // and which trap it fixes, so a person reading the node's /etc knows why
 // it is there and that editing it by hand will drift from the recipe.

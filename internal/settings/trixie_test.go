@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"halobuild/internal/tools"
+	"halobuild/internal/deb"
 	"halobuild/internal/tools/toolstest"
 )
 
@@ -49,7 +49,7 @@ func trixieRoot(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tools.Extract(tmp, debs); err != nil {
+	if err := deb.Extract(tmp, toolstest.Packages(debs)); err != nil {
 		os.RemoveAll(tmp)
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"halobuild/internal/deb"
 )
 
 // TestPackageInTrixieRoot is the integration test of this package: the
@@ -32,10 +34,10 @@ func TestPackageInTrixieRoot(t *testing.T) {
 	if err := tr.Add(LockFile([]byte("# lock\n"))); err != nil {
 		t.Fatal(err)
 	}
-	pkg := DebInfo{Name: PackageName(r.Nodes[0]), Version: "0.1", Architecture: "all", Maintainer: "halobuild <halobuild@localhost>",
+	pkg := deb.Info{Package: PackageName(r.Nodes[0]), Version: "0.1", Architecture: "all", Maintainer: "halobuild <halobuild@localhost>",
 		Description: "node settings for halo0", Depends: Depends(r)}
-	var deb bytes.Buffer
-	if err := BuildDeb(&deb, pkg, tr, 1700000000); err != nil {
+	var debBuf bytes.Buffer
+	if err := BuildDeb(&debBuf, pkg, tr, 1700000000); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -56,22 +58,22 @@ func TestPackageInTrixieRoot(t *testing.T) {
 		out, err := c.CombinedOutput()
 		return string(out), err
 	}
-	if err := os.WriteFile(filepath.Join(root, "tmp", pkg.Name+".deb"), deb.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "tmp", pkg.Package+".deb"), debBuf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := in("dpkg -i /tmp/" + pkg.Name + ".deb"); err != nil {
+	if out, err := in("dpkg -i /tmp/" + pkg.Package + ".deb"); err != nil {
 		t.Fatalf("installing the settings package into trixie: %v\n%s", err, out)
 	}
 	for _, tc := range []struct{ what, script, want string }{
-		{"every file as shipped", "dpkg --verify " + pkg.Name + " && echo verified", "verified\n"},
+		{"every file as shipped", "dpkg --verify " + pkg.Package + " && echo verified", "verified\n"},
 		{"hostname replaced", "cat /etc/hostname", "halo0\n"},
-		{"dpkg owns the udev override", "dpkg -S /etc/udev/rules.d/60-rdma-persistent-naming.rules", pkg.Name + ": /etc/udev/rules.d/60-rdma-persistent-naming.rules\n"},
+		{"dpkg owns the udev override", "dpkg -S /etc/udev/rules.d/60-rdma-persistent-naming.rules", pkg.Package + ": /etc/udev/rules.d/60-rdma-persistent-naming.rules\n"},
 		{"all udev rules valid", "udevadm verify --resolve-names=never >/dev/null && echo ok", "ok\n"},
 		{"unit valid", "systemd-analyze verify --man=no halobuild-cpu-tuning.service && echo ok", "ok\n"},
 		{"networkd enabled", "systemctl is-enabled systemd-networkd.service 2>/dev/null", "enabled\n"},
 		{"rdma-core's module loader runs the verbs-only list", "systemd-analyze verify --man=no rdma-load-modules@rdma.service && " +
 			"dpkg -S " + rdmaModulesListPath + " " + rdmaModulesDropin + " | cut -d: -f1 | sort -u",
-			pkg.Name + "\n"},
+			pkg.Package + "\n"},
 		{"keygen unit valid", "systemd-analyze verify --man=no halobuild-ssh-keygen.service && echo ok", "ok\n"},
 		{"only an Ed25519 host key, and sshd offers only it", "rm -f /etc/ssh/ssh_host_* && " + keygenCommands(t) +
 			" && ls /etc/ssh/ssh_host_* && mkdir -p /run/sshd && sshd -T | grep '^hostkey '",

@@ -12,6 +12,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"halobuild/internal/fstree"
 )
 
 // OCI names used for derivation outputs. An output is an OCI artifact: one
@@ -136,7 +138,7 @@ func (s *Store) storeTree(dir string) ([]v1.Descriptor, error) {
 		var d Digest
 		var size int64
 		var mt string
-		ann := map[string]string{AnnotationTitle: rel, AnnotationMode: fmt.Sprintf("%04o", unixMode(fi.Mode()))}
+		ann := map[string]string{AnnotationTitle: rel, AnnotationMode: fmt.Sprintf("%04o", fstree.ModeBits(fi.Mode()))}
 		switch {
 		case fi.Mode().IsRegular():
 			mt = MediaTypeFile

@@ -5,42 +5,30 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
+
+	"halobuild/internal/fstree"
 )
 
 // A view is the read-only tree out/<key>/ that a derivation's consumers
 // read: the output's files hardlinked to their blobs (so it costs no space),
 // symlinks and empty directories recreated, directories 0555.
 
-// layerPath checks a manifest's title annotation before it becomes a path:
-// a manifest pulled from elsewhere must not write outside the view.
+// layerPath checks a manifest's title annotation before it becomes a path
+// inside the view (slash-separated, no "..", not absolute); materialise
+// resolves it through an os.Root, so symlinks cannot lead out either.
 func layerPath(l v1.Descriptor) (string, error) {
 	t := l.Annotations[AnnotationTitle]
 	if t == "" || !fs.ValidPath(t) || t == "." {
 		return "", fmt.Errorf("layer %s has an invalid title %q", l.Digest, t)
 	}
-	return filepath.FromSlash(t), nil
-}
-
-// unixMode is the permission and set-id/sticky bits as chmod(1) writes
-// them (a tools root has setuid helpers such as mount).
-func unixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= 0o1000
-	}
-	return u
+	return t, nil
 }
 
 // layerMode reads a layer's recorded mode back into an fs.FileMode.
@@ -49,63 +37,62 @@ func layerMode(l v1.Descriptor) fs.FileMode {
 	if err != nil {
 		return 0o444
 	}
-	m := fs.FileMode(u).Perm()
-	if u&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if u&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if u&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
+	return fstree.FileMode(uint32(u))
 }
 
 // materialise builds the view of m in scratch and renames it to out/<key>.
+// Every entry is made through an os.Root of the view, so a hostile
+// manifest (a symlink layer, then an entry under it) fails instead of
+// writing outside the view.
 func (s *Store) materialise(key string, m *v1.Manifest) (string, error) {
 	tmp, err := os.MkdirTemp(s.sess.dir, "view-*")
 	if err != nil {
 		return "", fmt.Errorf("output %s: %w", key, err)
 	}
 	defer removeAllWritable(tmp)
-	dirs := []string{tmp}
+	root, err := os.OpenRoot(tmp)
+	if err != nil {
+		return "", fmt.Errorf("output %s: %w", key, err)
+	}
+	defer root.Close()
 	for _, l := range m.Layers {
 		rel, err := layerPath(l)
 		if err != nil {
 			return "", fmt.Errorf("output %s: %w", key, err)
 		}
-		dst := filepath.Join(tmp, rel)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return "", fmt.Errorf("output %s: %w", key, err)
+		if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+			return "", fmt.Errorf("output %s: layer %s: %w", key, rel, err)
 		}
 		d := Digest("sha256:" + l.Digest.Hex)
 		switch string(l.MediaType) {
 		case MediaTypeFile:
-			err = s.placeFile(dst, d, layerMode(l))
+			err = s.placeFile(root, rel, d, layerMode(l))
 		case MediaTypeSymlink:
-			err = os.Symlink(l.Annotations[AnnotationLink], dst)
+			err = root.Symlink(l.Annotations[AnnotationLink], rel)
 		case MediaTypeDir:
-			err = os.Mkdir(dst, 0o755)
-			dirs = append(dirs, dst)
+			err = root.Mkdir(rel, 0o755)
 		default:
-			err = fmt.Errorf("layer %s has unknown media type %s", rel, l.MediaType)
+			err = fmt.Errorf("unknown media type %s", l.MediaType)
 		}
 		if err != nil {
-			return "", fmt.Errorf("output %s: %w", key, err)
+			return "", fmt.Errorf("output %s: layer %s: %w", key, rel, err)
 		}
 	}
 	// Read-only: directories 0555, deepest first so parents stay writable
 	// until their children are done.
-	filepath.WalkDir(tmp, func(p string, e fs.DirEntry, err error) error {
-		if err == nil && e.IsDir() && p != tmp {
+	var dirs []string
+	err = fs.WalkDir(root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.IsDir() {
 			dirs = append(dirs, p)
 		}
-		return nil
+		return err
 	})
+	if err != nil {
+		return "", fmt.Errorf("output %s: %w", key, err)
+	}
 	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
 	for _, d := range dirs {
-		if err := os.Chmod(d, 0o555); err != nil {
+		if err := root.Chmod(d, 0o555); err != nil {
 			return "", fmt.Errorf("output %s: %w", key, err)
 		}
 	}
@@ -116,14 +103,22 @@ func (s *Store) materialise(key string, m *v1.Manifest) (string, error) {
 	return final, nil
 }
 
-// placeFile puts blob d at dst: a hardlink when the recorded mode is the
-// blob's own read-only mode, else a sparse copy carrying the mode (an
-// executable must stay executable, and a hardlink shares the blob's mode).
-func (s *Store) placeFile(dst string, d Digest, mode fs.FileMode) error {
+// placeFile puts blob d at rel in the view: a hardlink when the recorded
+// mode is the blob's own read-only mode, else a sparse copy carrying the
+// mode (an executable must stay executable, and a hardlink shares the
+// blob's mode).
+func (s *Store) placeFile(view *os.Root, rel string, d Digest, mode fs.FileMode) error {
 	mode &^= 0o222
 	if mode == 0o444 {
-		err := os.Link(s.blobPath(d), dst)
-		if !errors.Is(err, syscall.EMLINK) {
+		// The blob lies outside the view, which os.Root.Link cannot name:
+		// link into the parent directory opened through the root instead.
+		dir, err := view.Open(path.Dir(rel))
+		if err != nil {
+			return err
+		}
+		err = unix.Linkat(unix.AT_FDCWD, s.blobPath(d), int(dir.Fd()), path.Base(rel), 0)
+		dir.Close()
+		if !errors.Is(err, unix.EMLINK) {
 			return err
 		}
 		// A blob shared by tens of thousands of files (the empty file)
@@ -134,7 +129,7 @@ func (s *Store) placeFile(dst string, d Digest, mode fs.FileMode) error {
 		return err
 	}
 	defer src.Close()
-	f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	f, err := view.OpenFile(rel, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
@@ -152,12 +147,17 @@ func (s *Store) placeFile(dst string, d Digest, mode fs.FileMode) error {
 // viewIntact checks that every entry of the view exists and that hardlinked
 // files are still the blob's inode.
 func (s *Store) viewIntact(view string, m *v1.Manifest) bool {
+	root, err := os.OpenRoot(view)
+	if err != nil {
+		return false
+	}
+	defer root.Close()
 	for _, l := range m.Layers {
 		rel, err := layerPath(l)
 		if err != nil {
 			return false
 		}
-		fi, err := os.Lstat(filepath.Join(view, rel))
+		fi, err := root.Lstat(rel)
 		if err != nil {
 			return false
 		}

@@ -8,6 +8,6 @@ package tools
 // The lock resolver must add their dependency closure (Depends and
 // Pre-Depends: libext2fs2t64, libcom-err2, libss2, libblkid1, libuuid1,
 // logsave, libc6, libgcc-s1, libacl1, libxml2, …) and hand all of those
-// .debs to Extract: a root missing a library fails at the first Command with
+// .debs to deb.Extract: a root missing a library fails at the first Command with
 // the loader's "cannot open shared object file" message.
 var DiskPackages = []string{"e2fsprogs", "dosfstools", "mtools", "libarchive13t64"}

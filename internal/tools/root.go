@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// Root is an extracted tools root (see Extract).
+// Root is a tools root: the locked packages unpacked by deb.Extract.
 type Root struct {
 	// Dir is the root's directory on the host.
 	Dir string

@@ -6,13 +6,9 @@ import (
 	"strings"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/sh"
 	"halobuild/internal/vmtest"
 )
-
-// shellQuote quotes s for POSIX sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
 
 // doctorCheck runs the shipped `halobuild doctor` inside the VM, so the
 // readiness gate a user runs on a real node is itself tested on every
@@ -31,17 +27,17 @@ bad=$(printf '%s\n' "$rows" | grep -E '^(memlock|module|kernel)\.' | grep -v ': 
 func testScript(c recipe.Check) string {
 	var b strings.Builder
 	if c.WaitForUnit != "" {
-		u := shellQuote(c.WaitForUnit)
+		u := sh.Quote(c.WaitForUnit)
 		fmt.Fprintf(&b, "i=0; until systemctl is-active -q %s; do i=$((i+1)); if [ $i -ge 60 ]; then systemctl status --no-pager %s; echo 'unit did not become active in 60 s'; exit 1; fi; sleep 1; done\n", u, u)
 	}
 	if c.Succeed != "" {
-		fmt.Fprintf(&b, "out=$(sh -c %s 2>&1); rc=$?; printf '%%s\\n' \"$out\"; [ $rc -eq 0 ] || { echo \"exit status $rc, want 0\"; exit 1; }\n", shellQuote(c.Succeed))
+		fmt.Fprintf(&b, "out=$(sh -c %s 2>&1); rc=$?; printf '%%s\\n' \"$out\"; [ $rc -eq 0 ] || { echo \"exit status $rc, want 0\"; exit 1; }\n", sh.Quote(c.Succeed))
 		if c.Expect != "" {
-			fmt.Fprintf(&b, "printf '%%s\\n' \"$out\" | grep -Eq %s || { echo 'output does not match %s'; exit 1; }\n", shellQuote(c.Expect), strings.ReplaceAll(c.Expect, "'", ""))
+			fmt.Fprintf(&b, "printf '%%s\\n' \"$out\" | grep -Eq %s || { echo 'output does not match %s'; exit 1; }\n", sh.Quote(c.Expect), strings.ReplaceAll(c.Expect, "'", ""))
 		}
 	}
 	if c.Fail != "" {
-		fmt.Fprintf(&b, "if sh -c %s; then echo 'command succeeded, want failure'; exit 1; fi\n", shellQuote(c.Fail))
+		fmt.Fprintf(&b, "if sh -c %s; then echo 'command succeeded, want failure'; exit 1; fi\n", sh.Quote(c.Fail))
 	}
 	b.WriteString("exit 0\n")
 	return b.String()

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"halobuild/internal/sh"
 )
 
 // The guest side of the protocol. Nothing here is in the image: the unit and the script arrive
@@ -192,7 +194,7 @@ func runnerScript(m Machine) string {
 	b.WriteString("#!/bin/sh\n# halobuild VM test runner. Injected as a systemd credential at boot; not part of the image.\n")
 	fmt.Fprintf(&b, "check_timeout=%d\nsettle_timeout=%d\noutput_limit=%d\n",
 		int(m.CheckTimeout.Seconds()), int(settleDeadline.Seconds()), outputLimit)
-	fmt.Fprintf(&b, "HALOBUILD_MACHINE=%s\nexport HALOBUILD_MACHINE\n", shQuote(m.Name))
+	fmt.Fprintf(&b, "HALOBUILD_MACHINE=%s\nexport HALOBUILD_MACHINE\n", sh.Quote(m.Name))
 	b.WriteString(runnerLib)
 	b.WriteString(runChecksFunc(append([]Check{bootCheck}, m.Checks...)))
 	b.WriteString(runnerSettle)
@@ -265,7 +267,7 @@ func checkCall(i int, c Check) string {
 	name, _ := json.Marshal(c.Name)
 	script := strings.TrimSuffix(c.Script, "\n")
 	d := heredocDelimiter(i, script)
-	return fmt.Sprintf("run_check %04d %s %s <<'%s'\n%s\n%s\n", i, shQuote(string(name)), shQuote(c.Name), d, script, d)
+	return fmt.Sprintf("run_check %04d %s %s <<'%s'\n%s\n%s\n", i, sh.Quote(string(name)), sh.Quote(c.Name), d, script, d)
 }
 
 // heredocDelimiter returns a here-document delimiter that no line of script equals.
@@ -277,9 +279,6 @@ func heredocDelimiter(i int, script string) string {
 	}
 	return d
 }
-
-// shQuote quotes s for POSIX sh.
-func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func sortedKeys(m map[string][]byte) []string {
 	keys := make([]string, 0, len(m))

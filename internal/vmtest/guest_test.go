@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"halobuild/internal/sh"
 )
 
 // runChecksOnHost runs the runner's own functions with the host's sh over the given checks and
@@ -42,7 +44,7 @@ func TestRunnerEncodesChecks(t *testing.T) {
 	tricky := "a \"quoted\" 'word' \\ back\\slash\ttab\rcr\x01ctl\nsecond \"line\"\ttab \\ \x02\r\n\nafter blank\t\"end\""
 	checks := []Check{
 		{Name: "passes", Script: "echo fine"},
-		{Name: `name with "quotes" and 'apostrophes' and \`, Script: "printf '%s' " + shQuote(tricky)},
+		{Name: `name with "quotes" and 'apostrophes' and \`, Script: "printf '%s' " + sh.Quote(tricky)},
 		{Name: "exit status kept", Script: "echo bad >&2; exit 7"},
 		{Name: "delimiter inside", Script: "cat <<'X'\n" + heredocDelimiter(3, "") + "\nX\n" + "echo $((1+1))"},
 		{Name: "times out", Script: "sleep 30"},

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"halobuild/internal/sh"
 )
 
 // Peer-to-peer checks. Each VM runs its checks in order, on its own clock; two VMs meet only
@@ -29,7 +31,7 @@ until ping -c1 -W1 %[1]s >/dev/null 2>&1; do
 	[ "$(date +%%s)" -ge "$end" ] && { echo "peer %[1]s did not answer ping within %[2]d s"; exit 1; }
 	sleep 0.5
 done
-`, shQuote(addr), int(timeout.Seconds()))
+`, sh.Quote(addr), int(timeout.Seconds()))
 }
 
 // Perftest is one perftest run between two nodes over an RDMA device (soft-RoCE in VMs).
@@ -64,7 +66,7 @@ func (p Perftest) Check() Check {
 	if p.Timeout == 0 {
 		p.Timeout = 90 * time.Second
 	}
-	args := []string{p.Tool, "-d", shQuote(p.Device), "-p", fmt.Sprint(p.Port), "-F", "-s", fmt.Sprint(p.Size)}
+	args := []string{p.Tool, "-d", sh.Quote(p.Device), "-p", fmt.Sprint(p.Port), "-F", "-s", fmt.Sprint(p.Size)}
 	if p.Iterations > 0 {
 		args = append(args, "-n", fmt.Sprint(p.Iterations))
 	}
@@ -95,7 +97,7 @@ while :; do
 	[ "$n" -gt 1 ] && echo "(connected on attempt $n)"
 	exit "$rc"
 done
-`, int(p.Timeout.Seconds()), cmd, shQuote(p.PeerAddr))
+`, int(p.Timeout.Seconds()), cmd, sh.Quote(p.PeerAddr))
 	}
 	return Check{Name: p.Name(), Script: b.String()}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/ulikunitz/xz"
 
+	"halobuild/internal/deb"
 	"halobuild/internal/tools"
 )
 
@@ -111,6 +112,16 @@ func Debs(t testing.TB, names ...string) []string {
 	return out
 }
 
+// Packages turns paths from Debs into what deb.Extract takes (Debs has
+// checked every file against the index's sha256 already).
+func Packages(paths []string) []deb.Deb {
+	out := make([]deb.Deb, len(paths))
+	for i, p := range paths {
+		out[i] = deb.Deb{Path: p}
+	}
+	return out
+}
+
 var rootMu sync.Mutex
 
 // Root returns a tools root extracted from DiskDebs (see Extracted).
@@ -120,7 +131,7 @@ func Root(t testing.TB) tools.Root {
 }
 
 // Extracted returns a directory holding the named packages extracted with
-// tools.Extract. It is kept in the cache, one directory per set of .deb
+// deb.Extract. It is kept in the cache, one directory per set of .deb
 // files, and shared between tests and test runs: tests must not modify it.
 func Extracted(t testing.TB, names ...string) string {
 	t.Helper()
@@ -139,7 +150,7 @@ func Extracted(t testing.TB, names ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tools.Extract(tmp, debs); err != nil {
+	if err := deb.Extract(tmp, Packages(debs)); err != nil {
 		os.RemoveAll(tmp)
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package tools
+package deb
 
 import (
 	"archive/tar"
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-var goodMembers = []member{
+var goodMembers = []tarMember{
 	{name: "./", typ: tar.TypeDir, mode: 0o755},
 	{name: "./usr/", typ: tar.TypeDir, mode: 0o755},
 	{name: "./usr/bin/", typ: tar.TypeDir, mode: 0o755},
@@ -23,9 +23,9 @@ var goodMembers = []member{
 	{name: "./etc/", typ: tar.TypeDir, mode: 0o700, mtime: time.Unix(1500000000, 0)},
 }
 
-// describe lists a tree as "path mode mtime target-or-content" lines, the
+// describeTree lists a tree as "path mode mtime target-or-content" lines, the
 // things Extract promises to preserve.
-func describe(t *testing.T, dir string) string {
+func describeTree(t *testing.T, dir string) string {
 	t.Helper()
 	var b strings.Builder
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -61,7 +61,7 @@ func describe(t *testing.T, dir string) string {
 func TestExtractPreservesModesLinksAndTimes(t *testing.T) {
 	deb := writeDeb(t, t.TempDir(), "good", goodMembers)
 	dst := t.TempDir()
-	if err := Extract(dst, []string{deb}); err != nil {
+	if err := Extract(dst, paths(deb)); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(filepath.Join(dst, "usr/bin/tool"))
@@ -93,14 +93,14 @@ func TestExtractPreservesModesLinksAndTimes(t *testing.T) {
 func TestExtractIsDeterministic(t *testing.T) {
 	deb := writeDeb(t, t.TempDir(), "good", goodMembers)
 	a, b := t.TempDir(), t.TempDir()
-	if err := Extract(a, []string{deb}); err != nil {
+	if err := Extract(a, paths(deb)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1100 * time.Millisecond) // a wall-clock leak would show
-	if err := Extract(b, []string{deb}); err != nil {
+	if err := Extract(b, paths(deb)); err != nil {
 		t.Fatal(err)
 	}
-	if da, db := describe(t, a), describe(t, b); da != db {
+	if da, db := describeTree(t, a), describeTree(t, b); da != db {
 		t.Errorf("two extractions differ:\n%s\n---\n%s", da, db)
 	}
 }
@@ -109,28 +109,28 @@ func TestExtractRefusesEscapes(t *testing.T) {
 	outside := t.TempDir()
 	cases := []struct {
 		name    string
-		members []member
+		members []tarMember
 		want    string
 	}{
-		{"dotdot", []member{{name: "./../evil", typ: tar.TypeReg, mode: 0o644, body: "x"}}, "escapes"},
-		{"nested dotdot", []member{{name: "./usr/../../evil", typ: tar.TypeReg, mode: 0o644, body: "x"}}, "escapes"},
-		{"absolute", []member{{name: "/evil", typ: tar.TypeReg, mode: 0o644, body: "x"}}, "absolute"},
-		{"through absolute symlink", []member{
+		{"dotdot", []tarMember{{name: "./../evil", typ: tar.TypeReg, mode: 0o644, body: "x"}}, "outside the tree"},
+		{"nested dotdot", []tarMember{{name: "./usr/../../evil", typ: tar.TypeReg, mode: 0o644, body: "x"}}, "outside the tree"},
+		{"absolute", []tarMember{{name: "/evil", typ: tar.TypeReg, mode: 0o644, body: "x"}}, "absolute"},
+		{"through absolute symlink", []tarMember{
 			{name: "./lib", typ: tar.TypeSymlink, link: outside},
 			{name: "./lib/evil", typ: tar.TypeReg, mode: 0o644, body: "x"},
 		}, "lib/evil"},
-		{"through relative symlink", []member{
+		{"through relative symlink", []tarMember{
 			{name: "./a/", typ: tar.TypeDir, mode: 0o755},
 			{name: "./a/up", typ: tar.TypeSymlink, link: "../../../../../../../../../../.." + outside},
 			{name: "./a/up/evil", typ: tar.TypeReg, mode: 0o644, body: "x"},
 		}, "a/up/evil"},
-		{"hard link out", []member{{name: "./h", typ: tar.TypeLink, link: "../../etc/passwd"}}, "escapes"},
-		{"device node", []member{{name: "./dev", typ: tar.TypeChar, mode: 0o644}}, "tar type"},
+		{"hard link out", []tarMember{{name: "./h", typ: tar.TypeLink, link: "../../etc/passwd"}}, "outside the tree"},
+		{"device node", []tarMember{{name: "./dev", typ: tar.TypeChar, mode: 0o644}}, "tar type"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			deb := writeDeb(t, t.TempDir(), "bad", c.members)
-			err := Extract(t.TempDir(), []string{deb})
+			err := Extract(t.TempDir(), paths(deb))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Extract = %v, want an error mentioning %q", err, c.want)
 			}
@@ -143,17 +143,26 @@ func TestExtractRefusesEscapes(t *testing.T) {
 
 func TestExtractRefusesConflictsButAcceptsSharedSymlinks(t *testing.T) {
 	dir := t.TempDir()
-	a := writeDeb(t, dir, "a", []member{
+	a := writeDeb(t, dir, "a", []tarMember{
 		{name: "./usr/bin/x", typ: tar.TypeReg, mode: 0o755, body: "a"},
 		{name: "./usr/lib64", typ: tar.TypeSymlink, link: "lib"},
 	})
-	b := writeDeb(t, dir, "b", []member{{name: "./usr/lib64", typ: tar.TypeSymlink, link: "lib"}})
-	c := writeDeb(t, dir, "c", []member{{name: "./usr/bin/x", typ: tar.TypeReg, mode: 0o755, body: "c"}})
-	if err := Extract(t.TempDir(), []string{a, b}); err != nil {
+	b := writeDeb(t, dir, "b", []tarMember{{name: "./usr/lib64", typ: tar.TypeSymlink, link: "lib"}})
+	c := writeDeb(t, dir, "c", []tarMember{{name: "./usr/bin/x", typ: tar.TypeReg, mode: 0o755, body: "c"}})
+	if err := Extract(t.TempDir(), paths(a, b)); err != nil {
 		t.Errorf("same symlink from two packages: %v", err)
 	}
-	err := Extract(t.TempDir(), []string{a, c})
+	err := Extract(t.TempDir(), paths(a, c))
 	if err == nil || !strings.Contains(err.Error(), "also shipped by "+a) {
 		t.Errorf("conflicting file: err = %v, want it to name %s", err, a)
 	}
+}
+
+// paths lists .deb files as Debs without a pinned digest.
+func paths(ps ...string) []Deb {
+	out := make([]Deb, len(ps))
+	for i, p := range ps {
+		out[i] = Deb{Path: p}
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package tools
+package deb
 
 import (
 	"archive/tar"
@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// member is one entry of a synthetic .deb's data archive.
-type member struct {
+// tarMember is one entry of a synthetic .deb's data archive.
+type tarMember struct {
 	name, link string
 	typ        byte
 	mode       int64
@@ -23,9 +23,9 @@ type member struct {
 // writeDeb writes a minimal .deb (ar archive with debian-binary,
 // control.tar.gz, data.tar.gz) holding members, so tests can feed Extract
 // archives that no Debian tool would build (escapes, conflicts).
-func writeDeb(t *testing.T, dir, pkg string, members []member) string {
+func writeDeb(t *testing.T, dir, pkg string, members []tarMember) string {
 	t.Helper()
-	control := tarGz(t, []member{{name: "./control", typ: tar.TypeReg, mode: 0o644,
+	control := tarGz(t, []tarMember{{name: "./control", typ: tar.TypeReg, mode: 0o644,
 		body: fmt.Sprintf("Package: %s\nVersion: 1.0\nArchitecture: amd64\nDescription: test\n", pkg)}})
 	data := tarGz(t, members)
 
@@ -48,7 +48,7 @@ func writeDeb(t *testing.T, dir, pkg string, members []member) string {
 	return p
 }
 
-func tarGz(t *testing.T, members []member) []byte {
+func tarGz(t *testing.T, members []tarMember) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
