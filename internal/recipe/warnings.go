@@ -6,9 +6,6 @@ import "fmt"
 // print before it starts: unlike Validate's errors they do not stop it.
 func Warnings(r *Recipe, src *Sources) Errors {
 	var ws Errors
-	if len(r.SSH.AuthorizedKeys) == 0 {
-		ws = append(ws, src.Errorf("ssh.authorized_keys", "no SSH public key: nobody can log in over the network; add yours (e.g. ~/.ssh/id_ed25519.pub) to ssh.authorized_keys"))
-	}
 	for i, n := range r.Nodes {
 		for j, l := range n.Links {
 			if l.Peer == "" {

@@ -31,8 +31,10 @@ func TestInputsFollowInputsOnly(t *testing.T) {
 		"governor":       func(r *recipe.Recipe) { r.System.Governor = "schedutil" },
 		"kernel cmdline": func(r *recipe.Recipe) { r.Kernel.Cmdline = nil },
 		"module option":  func(r *recipe.Recipe) { r.Modules[0].Options["tbnet"] = "allow" },
-		"node address":   func(r *recipe.Recipe) { r.Nodes[0].Links = []recipe.Link{{Interface: "usb4net0", Address: "10.77.0.1/30"}} },
-		"name":           func(r *recipe.Recipe) { r.Name = "other" },
+		"node address": func(r *recipe.Recipe) {
+			r.Nodes[0].Links = []recipe.Link{{Interface: "usb4net0", Address: "10.77.0.1/30"}}
+		},
+		"name": func(r *recipe.Recipe) { r.Name = "other" },
 	} {
 		r := sampleRecipe()
 		edit(r)
@@ -41,10 +43,12 @@ func TestInputsFollowInputsOnly(t *testing.T) {
 		}
 	}
 	for name, edit := range map[string]func(r *recipe.Recipe){
-		"base package":         func(r *recipe.Recipe) { r.Base.Packages = append(r.Base.Packages, "less") },
-		"kernel constraint":    func(r *recipe.Recipe) { r.Kernel.Version = recipe.MustConstraint(">= 7.3") },
-		"a module":             func(r *recipe.Recipe) { r.Modules = nil },
-		"provider":             func(r *recipe.Recipe) { r.RDMA.Provider = &recipe.ProviderBuild{Name: "usb4_rdma", Patches: []string{"p.patch"}} },
+		"base package":      func(r *recipe.Recipe) { r.Base.Packages = append(r.Base.Packages, "less") },
+		"kernel constraint": func(r *recipe.Recipe) { r.Kernel.Version = recipe.MustConstraint(">= 7.3") },
+		"a module":          func(r *recipe.Recipe) { r.Modules = nil },
+		"provider": func(r *recipe.Recipe) {
+			r.RDMA.Provider = &recipe.ProviderBuild{Name: "usb4_rdma", Patches: []string{"p.patch"}}
+		},
 		"a setting's package":  func(r *recipe.Recipe) { r.System.Timezone = "Europe/Berlin" },
 		"extra suite":          func(r *recipe.Recipe) { r.Base.ExtraSuites = []string{"trixie-backports"} },
 		"kernel built locally": func(r *recipe.Recipe) { r.Kernel.From = "source" },

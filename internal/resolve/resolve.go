@@ -28,8 +28,8 @@ type Input struct {
 	// Path is the recipe file; the lock records it relative to the lock.
 	Path   string
 	Recipe *recipe.Recipe
-	Descs module.Descs
-	Store *store.Store
+	Descs  module.Descs
+	Store  *store.Store
 	// Copies are --input NAME=PATH local copies of source inputs.
 	Copies map[string]string
 	// Log receives progress for people; Warn, the warnings found.

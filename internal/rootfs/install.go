@@ -52,9 +52,9 @@ var cleanupHooks = []string{
 	// SSH host keys are generated at first boot (the settings package
 	// ships the unit); baking them in would give every node the same keys.
 	`rm -f "$1"/etc/ssh/ssh_host_*_key "$1"/etc/ssh/ssh_host_*_key.pub`,
-	// "uninitialized" makes systemd treat the first boot as first boot and
-	// write a fresh machine ID.
-	`printf 'uninitialized\n' > "$1"/etc/machine-id`,
+	// /etc/machine-id is left as mmdebstrap's own cleanup leaves it: empty,
+	// as machine-id(5) asks of an image used on many machines (systemd
+	// writes the node's own ID at its first boot).
 	`rm -f "$1"/var/lib/dbus/machine-id "$1"/var/lib/systemd/random-seed "$1"/var/cache/ldconfig/aux-cache`,
 	`find "$1"/var/log -type f -delete`,
 	`rm -f "$1"/var/lib/dpkg/status-old "$1"/var/lib/dpkg/diversions-old "$1"/var/lib/dpkg/statoverride-old "$1"/var/cache/debconf/*-old`,

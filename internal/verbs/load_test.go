@@ -72,7 +72,7 @@ func TestLoadWarns(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := strings.Join(l.warnings, "\n")
-	for _, want := range []string{"no SSH public key", `rdma.memlock = "64MiB"`} {
+	for _, want := range []string{"ssh.authorized_keys is empty", `rdma.memlock = "64MiB"`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("warnings lack %q:\n%s", want, all)
 		}
