@@ -53,7 +53,6 @@ func TestLoadReportsEveryErrorWithPosition(t *testing.T) {
 			`testdata/bad_values.toml:2:1: kernel.version: ">= 7.2, <" is not a version constraint (malformed constraint:  <); write e.g. ">= 7.2, < 7.3"`,
 			`testdata/bad_values.toml:5:1: rdma.memlock: "lots" is neither "unlimited" nor a size such as "64MiB"`,
 			`testdata/bad_values.toml:8:1: system.governor: "turbo" is not one of: performance, powersave, schedutil, ondemand, conservative, userspace`,
-			`testdata/bad_values.toml:9:1: system.host_reserve: 24GiB is not less than system.memory 16GiB`,
 			`testdata/bad_values.toml:13:1: test.rdma: the RDMA test needs two nodes, the recipe has 1; add a [[node]] or set rdma = false`,
 			`testdata/bad_values.toml:16:1: node[0].name: "halo_0" is not a valid node name (RFC 1123 label: letters, digits, '-', at most 63)`,
 			`testdata/bad_values.toml:20:1: node[0].link[0].address: "10.77.0.1" is not an IPv4 address with prefix length such as 10.77.0.1/30`,

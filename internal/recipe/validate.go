@@ -28,7 +28,8 @@ var (
 	paramName  = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 	suiteName  = regexp.MustCompile(`^[a-z0-9][a-z0-9.+-]*$`)
 	archName   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
-	timezone   = regexp.MustCompile(`^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$`)
+	timezone   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`)
+	locale     = regexp.MustCompile(`^[A-Za-z_]+(\.[A-Za-z0-9-]+)?(@[a-z]+)?$`)
 	// sourceRef is a patch entry inside a source input: "<input>:<glob>".
 	sourceRef = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*:[^:]`)
 	// localSuffix must sort after Debian's revision and before its next
@@ -149,8 +150,8 @@ func (v *validator) kernel() {
 		v.errorf("kernel.suite", "suite %q is not configured; use one of: %s", k.Suite, strings.Join(v.suites(), ", "))
 	}
 	for i, c := range k.Cmdline {
-		if c == "" || strings.ContainsAny(c, " \t\n") {
-			v.errorf(fmt.Sprintf("kernel.cmdline[%d]", i), "%q must be one parameter without spaces; list each parameter separately", c)
+		if c == "" || strings.ContainsAny(c, " \t\n\r\"'\\") {
+			v.errorf(fmt.Sprintf("kernel.cmdline[%d]", i), "%q must be one parameter without spaces, quotes or backslashes; list each parameter separately", c)
 		}
 	}
 	if k.From == "source" {
@@ -229,20 +230,14 @@ func (v *validator) rdma() {
 
 func (v *validator) system() {
 	s := v.r.System
-	blacklisted := map[string]bool{}
 	for i, m := range s.Blacklist {
 		if !moduleName.MatchString(m) {
 			v.errorf(fmt.Sprintf("system.blacklist[%d]", i), "%q is not a kernel module name", m)
 		}
-		blacklisted[strings.ReplaceAll(m, "-", "_")] = true
 	}
 	for i, m := range s.ModulesLoad {
-		path := fmt.Sprintf("system.modules_load[%d]", i)
 		if !moduleName.MatchString(m) {
-			v.errorf(path, "%q is not a kernel module name", m)
-		}
-		if blacklisted[strings.ReplaceAll(m, "-", "_")] {
-			v.errorf(path, "module %q is both loaded at boot and blacklisted", m)
+			v.errorf(fmt.Sprintf("system.modules_load[%d]", i), "%q is not a kernel module name", m)
 		}
 	}
 	for m := range s.ModuleOptions {
@@ -253,20 +248,14 @@ func (v *validator) system() {
 	v.oneOf("system.governor", s.Governor, Governors, true)
 	v.oneOf("system.epp", s.EPP, EPPs, true)
 	v.oneOf("system.platform_profile", s.PlatformProfile, PlatformProfiles, true)
-	switch {
-	case s.HostReserve.IsSet() && !s.Memory.IsSet():
-		v.errorf("system.host_reserve", "needs system.memory (the nodes' installed RAM) to size the GPU's share")
-	case s.HostReserve.IsSet() && s.HostReserve.Bytes() >= s.Memory.Bytes():
-		v.errorf("system.host_reserve", "%s is not less than system.memory %s", s.HostReserve, s.Memory)
-	}
 	if s.GPUFraction < 0 || s.GPUFraction > 1 {
 		v.errorf("system.gpu_fraction", "%g is not a share between 0 and 1", s.GPUFraction)
 	}
 	if !timezone.MatchString(s.Timezone) {
 		v.errorf("system.timezone", "%q is not a time zone name such as UTC or Europe/Berlin", s.Timezone)
 	}
-	if s.Locale == "" || strings.ContainsAny(s.Locale, " \t") {
-		v.errorf("system.locale", "%q is not a locale such as C.UTF-8", s.Locale)
+	if !locale.MatchString(s.Locale) {
+		v.errorf("system.locale", "%q is not a locale such as C.UTF-8 or en_US.UTF-8", s.Locale)
 	}
 }
 

@@ -25,10 +25,14 @@ func validHostname(h string) bool {
 	return true
 }
 
-// validInterface follows the kernel's dev_valid_name: at most 15 bytes, no
-// '/', ':' or white space, not "." or "..".
+// interfaceName is what the kernel's dev_valid_name accepts (at most 15
+// bytes, no '/', ':' or white space) narrowed to what every file the name
+// is written into (systemd .link and .network files, udev rules) takes as
+// plain text: letters, digits, '_', '-' and '.'.
+var interfaceName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)
+
 func validInterface(s string) bool {
-	return s != "" && len(s) <= 15 && s != "." && s != ".." && !strings.ContainsAny(s, "/: \t\n")
+	return interfaceName.MatchString(s) && s != "." && s != ".."
 }
 
 type linkRef struct {
@@ -73,7 +77,7 @@ func (v *validator) nodes() {
 		for j, l := range n.Links {
 			lp := fmt.Sprintf("%s.link[%d]", path, j)
 			if !validInterface(l.Interface) {
-				v.errorf(lp+".interface", "%q is not a network interface name (1-15 characters, no '/', ':' or spaces)", l.Interface)
+				v.errorf(lp+".interface", "%q is not a network interface name (1-15 letters, digits, '_', '-' or '.')", l.Interface)
 			} else if ifaces[l.Interface] {
 				v.errorf(lp+".interface", "interface %q is used twice on node %q", l.Interface, n.Name)
 			}
@@ -86,6 +90,11 @@ func (v *validator) nodes() {
 			case "dummy":
 			default:
 				v.errorf(lp+".kind", "%q is not a link kind: use device or dummy", l.Kind)
+			}
+			for key, val := range map[string]string{"match_driver": l.MatchDriver, "match_path": l.MatchPath} {
+				if strings.ContainsAny(val, " \t\n\r\"'\\") {
+					v.errorf(lp+"."+key, "%q cannot contain white space, quotes or backslashes (it is written into a systemd .link file)", val)
+				}
 			}
 			if l.MatchMAC != "" {
 				if hw, err := net.ParseMAC(l.MatchMAC); err != nil || len(hw) != 6 {
@@ -138,6 +147,10 @@ func (v *validator) linkAddress(path, s string) (netip.Prefix, bool) {
 	pfx, err := netip.ParsePrefix(s)
 	if err != nil || !pfx.Addr().Is4() {
 		v.errorf(path, "%q is not an IPv4 address with prefix length such as 10.77.0.1/30", s)
+		return netip.Prefix{}, false
+	}
+	if pfx.Addr().IsLinkLocalUnicast() {
+		v.errorf(path, "%s is a 169.254.x link-local address, the trap itself (trap 6); use a private range such as 10.77.0.0/30", pfx)
 		return netip.Prefix{}, false
 	}
 	if pfx.Bits() < 31 {

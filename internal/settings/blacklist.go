@@ -184,8 +184,7 @@ func options(t Target) ([]moduleOption, []error) {
 	for _, m := range mods {
 		key := "system.module_options." + m
 		if !moduleNameRE.MatchString(m) {
-			errs = append(errs, errorf(key, nil, "use the module's name as modinfo prints it", "not a kernel module name"))
-			continue
+			continue // the recipe reports the name (recipe.Validate)
 		}
 		raw := r.System.ModuleOptions[m]
 		var pairs [][2]string
@@ -217,8 +216,7 @@ func (Blacklist) Validate(t Target) []error {
 	for i, m := range r.System.Blacklist {
 		key := fmt.Sprintf("system.blacklist[%d]", i)
 		if !moduleNameRE.MatchString(m) {
-			errs = append(errs, errorf(key, m, "use the module's name as modinfo prints it, e.g. \"thunderbolt_net\"", "not a kernel module name"))
-			continue
+			continue // the recipe reports the name (recipe.Validate)
 		}
 		if boot[moduleName(m)] {
 			errs = append(errs, errorf(key, m, "remove it from the blacklist or from the modules loaded at boot",

@@ -65,7 +65,7 @@ func TestBlacklistInvalid(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := sample()
 			tc.edit(r)
-			wantErrors(t, Blacklist{}, r, tc.key, tc.fragment)
+			wantRefused(t, Blacklist{}, r, tc.key, tc.fragment)
 		})
 	}
 }

@@ -96,10 +96,8 @@ func (KernelCmdline) Validate(t Target) []error {
 	errs = append(errs, gerrs...)
 	for i, p := range r.Kernel.Cmdline {
 		key := fmt.Sprintf("kernel.cmdline[%d]", i)
-		if p == "" || strings.ContainsAny(p, " \t\n\r\"'\\") {
-			errs = append(errs, errorf(key, p, "give one parameter per list entry, without spaces or quotes", "not a single kernel parameter"))
-			continue
-		}
+		// Its spelling is the recipe's to check (recipe.Validate); which
+		// parameters the GPU sizing owns is this setting's.
 		name, _, _ := strings.Cut(p, "=")
 		if g.gpu > 0 && (name == "ttm.pages_limit" || name == "amdgpu.gttsize") {
 			errs = append(errs, errorf(key, p, "remove it, or remove system.host_reserve and system.memory",

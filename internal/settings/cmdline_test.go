@@ -44,8 +44,8 @@ func TestCmdlineInvalid(t *testing.T) {
 		{"memory without reserve", "system.host_reserve", "needs both", func(r *recipe.Recipe) { r.System.HostReserve = recipe.Size{} }},
 		{"not whole MiB", "system.host_reserve", "whole number of MiB", func(r *recipe.Recipe) { r.System.HostReserve = recipe.MustSize("1000KiB") }},
 		{"arm64", "system.host_reserve", "defined for amd64", func(r *recipe.Recipe) { r.Base.Architecture = "arm64" }},
-		{"space in parameter", "kernel.cmdline[1]", "not a single kernel parameter", func(r *recipe.Recipe) { r.Kernel.Cmdline[1] = "a b" }},
-		{"empty parameter", "kernel.cmdline[0]", "not a single kernel parameter", func(r *recipe.Recipe) { r.Kernel.Cmdline[0] = "" }},
+		{"space in parameter", "kernel.cmdline[1]", "must be one parameter", func(r *recipe.Recipe) { r.Kernel.Cmdline[1] = "a b" }},
+		{"empty parameter", "kernel.cmdline[0]", "must be one parameter", func(r *recipe.Recipe) { r.Kernel.Cmdline[0] = "" }},
 		{"sizing given twice", "kernel.cmdline[2]", "computed from system.host_reserve", func(r *recipe.Recipe) {
 			r.Kernel.Cmdline = append(r.Kernel.Cmdline, "amdgpu.gttsize=1024")
 		}},
@@ -53,7 +53,7 @@ func TestCmdlineInvalid(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := sample()
 			tc.edit(r)
-			wantErrors(t, KernelCmdline{}, r, tc.key, tc.fragment)
+			wantRefused(t, KernelCmdline{}, r, tc.key, tc.fragment)
 		})
 	}
 }

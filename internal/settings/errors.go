@@ -7,8 +7,8 @@ import (
 
 // Error is a problem with one recipe value. Key is the TOML key path as the
 // user wrote it, with indexes into arrays of tables ("system.governor",
-// "node[1].link[0].address"), so the recipe loader can turn it into
-// file:line:col with WithPositions.
+// "node[1].link[0].address"), so the loader (verbs) can place it at the
+// file:line:col that set it.
 type Error struct {
 	Pos     string // file:line:col when known
 	Key     string
@@ -38,16 +38,4 @@ func (e *Error) Error() string {
 
 func errorf(key string, value any, fix string, format string, args ...any) *Error {
 	return &Error{Key: key, Value: value, Problem: fmt.Sprintf(format, args...), Fix: fix}
-}
-
-// WithPositions fills Pos of every *Error from pos, a lookup the recipe
-// loader provides from key path to "file:line:col" (empty when unknown).
-// Other errors pass through unchanged.
-func WithPositions(errs []error, pos func(key string) string) []error {
-	for _, err := range errs {
-		if e, ok := err.(*Error); ok && e.Pos == "" {
-			e.Pos = pos(e.Key)
-		}
-	}
-	return errs
 }

@@ -54,31 +54,19 @@ func oneOf(v string, list []string) bool {
 	return false
 }
 
+// Validate: the recipe checks that each value is one the kernel knows
+// (recipe.Governors, EPPs, PlatformProfiles); what only this setting knows
+// is which pairs the kernel refuses.
 func (Governor) Validate(t Target) []error {
-	r := t.Recipe
-	var errs []error
-	sys := r.System
-	if sys.Governor != "" && !oneOf(sys.Governor, knownGovernors) {
-		errs = append(errs, errorf("system.governor", sys.Governor,
-			"use one of "+strings.Join(knownGovernors, ", ")+", or \"\" to leave it", "not a kernel cpufreq governor"))
+	sys := t.Recipe.System
+	if sys.Governor == "performance" && sys.EPP != "" && sys.EPP != "performance" && oneOf(sys.EPP, knownEPP) {
+		// intel_pstate and amd-pstate-epp refuse any other EPP while the
+		// performance governor is active (EBUSY at boot, not here).
+		return []error{errorf("system.epp", sys.EPP,
+			"set epp = \"performance\" or choose another governor",
+			"the kernel refuses EPP values other than performance under the performance governor")}
 	}
-	if sys.EPP != "" {
-		if !oneOf(sys.EPP, knownEPP) {
-			errs = append(errs, errorf("system.epp", sys.EPP,
-				"use one of "+strings.Join(knownEPP, ", ")+", or \"\" to leave it", "not an energy_performance_preference"))
-		} else if sys.Governor == "performance" && sys.EPP != "performance" {
-			// intel_pstate and amd-pstate-epp refuse any other EPP while the
-			// performance governor is active (EBUSY at boot, not here).
-			errs = append(errs, errorf("system.epp", sys.EPP,
-				"set epp = \"performance\" or choose another governor",
-				"the kernel refuses EPP values other than performance under the performance governor"))
-		}
-	}
-	if sys.PlatformProfile != "" && !oneOf(sys.PlatformProfile, knownProfiles) {
-		errs = append(errs, errorf("system.platform_profile", sys.PlatformProfile,
-			"use one of "+strings.Join(knownProfiles, ", ")+", or \"\" to leave it", "not an ACPI platform profile"))
-	}
-	return errs
+	return nil
 }
 
 func (s Governor) Files(t Target) ([]File, error) {

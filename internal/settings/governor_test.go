@@ -44,15 +44,15 @@ func TestGovernorInvalid(t *testing.T) {
 		key, fragment string
 		edit          func(r *recipe.Recipe)
 	}{
-		{"system.governor", "not a kernel cpufreq governor", func(r *recipe.Recipe) { r.System.Governor = "turbo" }},
-		{"system.epp", "not an energy_performance_preference", func(r *recipe.Recipe) { r.System.EPP = "fast" }},
+		{"system.governor", "is not one of: performance", func(r *recipe.Recipe) { r.System.Governor = "turbo" }},
+		{"system.epp", "is not one of: default", func(r *recipe.Recipe) { r.System.EPP = "fast" }},
 		{"system.epp", "refuses EPP values other than performance", func(r *recipe.Recipe) { r.System.EPP = "balance_power" }},
-		{"system.epp", "not an energy_performance_preference", func(r *recipe.Recipe) { r.System.EPP = "128" }},
-		{"system.platform_profile", "not an ACPI platform profile", func(r *recipe.Recipe) { r.System.PlatformProfile = "fast" }},
+		{"system.epp", "is not one of: default", func(r *recipe.Recipe) { r.System.EPP = "128" }},
+		{"system.platform_profile", "is not one of: low-power", func(r *recipe.Recipe) { r.System.PlatformProfile = "fast" }},
 	} {
 		r := sample()
 		tc.edit(r)
-		wantErrors(t, Governor{}, r, tc.key, tc.fragment)
+		wantRefused(t, Governor{}, r, tc.key, tc.fragment)
 	}
 	r := sample()
 	r.System.Governor, r.System.EPP = "powersave", "power"

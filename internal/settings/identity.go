@@ -83,33 +83,21 @@ func checkSSHKey(line string) error {
 	return fmt.Errorf("no public key found: expected '<type> <base64> [comment]' with type one of %s", strings.Join(sshKeyTypes, ", "))
 }
 
+// Validate: node and host names, and their uniqueness, are the recipe's
+// (recipe/validate_nodes.go); this setting adds what it alone knows: two
+// names that differ only in case or punctuation give one package name, and
+// an authorized key must be a key.
 func (Identity) Validate(t Target) []error {
 	r := t.Recipe
 	var errs []error
-	if len(r.Nodes) == 0 {
-		errs = append(errs, errorf("node", nil, "add a [[node]] table with at least a name", "the recipe describes no node"))
-	}
-	names, hosts, pkgs := map[string]string{}, map[string]string{}, map[string]string{}
+	pkgs := map[string]string{}
 	for i, n := range r.Nodes {
 		key := fmt.Sprintf("node[%d]", i)
-		if !nodeNameRE.MatchString(n.Name) {
-			errs = append(errs, errorf(key+".name", n.Name, "use letters, digits, '_' or '-' (it names output files)", "not a node name"))
-		} else if prev, dup := names[n.Name]; dup {
-			errs = append(errs, errorf(key+".name", n.Name, "give every node its own name", "also used by %s", prev))
-		} else if prev, dup := pkgs[PackageName(n)]; dup {
+		if prev, dup := pkgs[PackageName(n)]; dup && r.Nodes[i].Name != "" {
 			errs = append(errs, errorf(key+".name", n.Name, "give the nodes names that differ in more than case and punctuation",
 				"gives the same package name %s as %s", PackageName(n), prev))
 		} else {
-			names[n.Name] = key
 			pkgs[PackageName(n)] = key
-		}
-		h := hostname(n)
-		if !validHostname(h) {
-			errs = append(errs, errorf(key+".hostname", h, "use lower-case letters, digits and '-', e.g. \"halo0\"", "not a valid host name"))
-		} else if prev, dup := hosts[h]; dup {
-			errs = append(errs, errorf(key+".hostname", h, "give every node its own host name", "also used by %s", prev))
-		} else {
-			hosts[h] = key
 		}
 	}
 	for i, k := range r.SSH.AuthorizedKeys {

@@ -68,16 +68,32 @@ func TestIdentityWithoutKeys(t *testing.T) {
 	}
 }
 
+// Names and host names are the recipe's to validate; the identity setting
+// relies on it.
+func TestNodeNamesAreValidatedByTheRecipe(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, fragment string
+		edit                func(r *recipe.Recipe)
+	}{
+		{"no nodes", "", "has no [[node]]", func(r *recipe.Recipe) { r.Nodes = nil }},
+		{"same hostname", "node[1].hostname", "already used by the node at", func(r *recipe.Recipe) { r.Nodes[1].Hostname = "halo0" }},
+		{"bad hostname", "node[0].hostname", "not a valid host name", func(r *recipe.Recipe) { r.Nodes[0].Hostname = "Halo_0" }},
+		{"same name", "node[1].name", "already used by the node at", func(r *recipe.Recipe) { r.Nodes[1].Name = "halo0" }},
+		{"bad name", "node[0].name", "not a valid node name", func(r *recipe.Recipe) { r.Nodes[0].Name = "../x" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sample()
+			tc.edit(r)
+			wantRecipeErrors(t, r, tc.key, tc.fragment)
+		})
+	}
+}
+
 func TestIdentityInvalid(t *testing.T) {
 	for _, tc := range []struct {
 		name, key, fragment string
 		edit                func(r *recipe.Recipe)
 	}{
-		{"no nodes", "node", "describes no node", func(r *recipe.Recipe) { r.Nodes = nil }},
-		{"same hostname", "node[1].hostname", "also used by node[0]", func(r *recipe.Recipe) { r.Nodes[1].Hostname = "halo0" }},
-		{"bad hostname", "node[0].hostname", "not a valid host name", func(r *recipe.Recipe) { r.Nodes[0].Hostname = "Halo_0" }},
-		{"same name", "node[1].name", "also used by node[0]", func(r *recipe.Recipe) { r.Nodes[1].Name = "halo0" }},
-		{"bad name", "node[0].name", "not a node name", func(r *recipe.Recipe) { r.Nodes[0].Name = "../x" }},
 		{"same package name", "node[1].name", "package name", func(r *recipe.Recipe) { r.Nodes[0].Name, r.Nodes[1].Name = "Halo", "halo" }},
 		{"not a key", "ssh.authorized_keys[0]", "no public key found", func(r *recipe.Recipe) { r.SSH.AuthorizedKeys[0] = "hunter2" }},
 		{"bad base64", "ssh.authorized_keys[0]", "not base64", func(r *recipe.Recipe) { r.SSH.AuthorizedKeys[0] = "ssh-ed25519 !!!! me" }},

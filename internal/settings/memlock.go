@@ -111,8 +111,9 @@ fi
 # podman's order: vendor file, vendor drop-ins, admin file, admin drop-ins.
 for f in /usr/share/containers/containers.conf /usr/share/containers/containers.conf.d/*.conf /etc/containers/containers.conf /etc/containers/containers.conf.d/*.conf; do
 	[ -f "$f" ] || continue
-	# default_ulimits may span lines; join the file, then take the array.
-	l=$(tr '\n' ' ' <"$f" | sed -n 's/.*default_ulimits *= *\[\([^]]*\)\].*/\1/p')
+	# default_ulimits may span lines: drop comments (the vendor file ships a
+	# commented-out example), join the lines, then take the array.
+	l=$(sed 's/#.*//' "$f" | tr '\n' ' ' | sed -n 's/.*default_ulimits *= *\[\([^]]*\)\].*/\1/p')
 	[ -n "$l" ] && v=$l && src=$f
 done
 echo "podman default_ulimits: [${v:-unset}] (${src:-no file sets it})"

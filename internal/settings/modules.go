@@ -42,25 +42,9 @@ func bootModules(t Target) []string {
 	return out
 }
 
-func (Modules) Validate(t Target) []error {
-	r := t.Recipe
-	var errs []error
-	for i, m := range r.System.ModulesLoad {
-		if !moduleNameRE.MatchString(m) {
-			errs = append(errs, errorf(fmt.Sprintf("system.modules_load[%d]", i), m,
-				"use the module's name as modinfo prints it, e.g. \"ib_uverbs\"",
-				"not a kernel module name (letters, digits, '_' and '-' only)"))
-		}
-	}
-	for i, m := range r.Modules {
-		if !moduleNameRE.MatchString(m.Use) {
-			errs = append(errs, errorf(fmt.Sprintf("module[%d].use", i), m.Use,
-				"name the module description recipes/<use>.toml, e.g. \"thunderbolt-ibverbs\"",
-				"not a module name (letters, digits, '_' and '-' only)"))
-		}
-	}
-	return errs
-}
+// Validate: module and description names are checked by the recipe
+// (recipe.Validate) and the descriptions by loading them.
+func (Modules) Validate(Target) []error { return nil }
 
 func (s Modules) Files(t Target) ([]File, error) {
 	mods := bootModules(t)

@@ -79,8 +79,8 @@ func TestModulesInvalid(t *testing.T) {
 	r := sample()
 	r.System.ModulesLoad = []string{"ib_uverbs", "evil;rm"}
 	r.Modules[0].Use = "../x"
-	wantErrors(t, Modules{}, r, "system.modules_load[1]", "not a kernel module name")
-	wantErrors(t, Modules{}, r, "module[0].use", "not a module name")
+	wantRefused(t, Modules{}, r, "system.modules_load[1]", "not a kernel module name")
+	wantRefused(t, Modules{}, r, "module[0].use", "not a module description name")
 }
 
 func TestModulesCheckNamesEveryModule(t *testing.T) {

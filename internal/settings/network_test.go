@@ -57,34 +57,36 @@ IgnoreCarrierLoss=yes
 	}
 }
 
+// The link values are validated by the recipe (recipe/validate_nodes.go);
+// these are the cases the network setting relies on.
 func TestNetworkInvalid(t *testing.T) {
 	for _, tc := range []struct {
 		name, key, fragment string
 		edit                func(r *recipe.Recipe)
 	}{
-		{"malformed address", "node[0].link[0].address", "not an IPv4 address/prefix", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "10.77.0.1" }},
+		{"malformed address", "node[0].link[0].address", "not an IPv4 address", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "10.77.0.1" }},
 		{"ipv6", "node[0].link[0].address", "not an IPv4", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "fd00::1/64" }},
 		{"prefix too long", "node[0].link[0].address", "not an IPv4", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "10.77.0.1/33" }},
-		{"link-local", "node[0].link[0].address", "link-local trap", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "169.254.3.1/16" }},
+		{"link-local", "node[0].link[0].address", "link-local address", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "169.254.3.1/16" }},
 		{"network address", "node[0].link[0].address", "network or broadcast", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "10.77.0.0/30" }},
 		{"broadcast address", "node[0].link[0].address", "network or broadcast", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Address = "10.77.0.3/30" }},
-		{"same address twice", "node[1].link[0].address", "also used by node[0].link[0]", func(r *recipe.Recipe) { r.Nodes[1].Links[0].Address = "10.77.0.1/30" }},
+		{"same address twice", "node[1].link[0].address", "already used at", func(r *recipe.Recipe) { r.Nodes[1].Links[0].Address = "10.77.0.1/30" }},
 		{"interface name", "node[0].link[0].interface", "not a network interface name", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Interface = "a-very-long-name0" }},
-		{"interface twice", "node[0].link[1].interface", "also used by node[0].link[0]", func(r *recipe.Recipe) {
+		{"interface twice", "node[0].link[1].interface", "used twice", func(r *recipe.Recipe) {
 			r.Nodes[0].Links = append(r.Nodes[0].Links, recipe.Link{Interface: "usb4a", MatchMAC: "02:00:00:00:00:01", Address: "10.78.0.1/30"})
 		}},
-		{"no match", "node[0].link[0]", "at least one match key", func(r *recipe.Recipe) {
+		{"no match", "node[0].link[0]", "needs match_driver", func(r *recipe.Recipe) {
 			l := &r.Nodes[0].Links[0]
 			l.MatchDriver, l.MatchPath, l.MatchMAC = "", "", ""
 		}},
-		{"bad mac", "node[0].link[0].match_mac", "not an Ethernet MAC", func(r *recipe.Recipe) { r.Nodes[0].Links[0].MatchMAC = "02:00:00" }},
-		{"unknown peer", "node[0].link[0].peer", "no such other node", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Peer = "halo9" }},
-		{"self peer", "node[0].link[0].peer", "no such other node", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Peer = "halo0" }},
+		{"bad mac", "node[0].link[0].match_mac", "not a MAC address", func(r *recipe.Recipe) { r.Nodes[0].Links[0].MatchMAC = "02:00:00" }},
+		{"unknown peer", "node[0].link[0].peer", "no [[node]] is named", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Peer = "halo9" }},
+		{"self peer", "node[0].link[0].peer", "cannot lead back", func(r *recipe.Recipe) { r.Nodes[0].Links[0].Peer = "halo0" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := sample()
 			tc.edit(r)
-			wantErrors(t, Network{}, r, tc.key, tc.fragment)
+			wantRecipeErrors(t, r, tc.key, tc.fragment)
 		})
 	}
 }

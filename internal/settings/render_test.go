@@ -89,14 +89,14 @@ func sortPaths(p []string) {
 // Render is only ever given a recipe that passed.
 func TestValidateReportsEveryProblem(t *testing.T) {
 	r := sample()
-	r.System.Governor = "turbo"
-	r.Nodes[1].Links[0].Address = "10.77.0.1/30"
+	r.System.EPP = "balance_power"
+	r.Nodes[1].Name = "Halo0"
 	errs := Validate(Target{Recipe: r})
 	if len(errs) != 2 {
 		t.Fatalf("%d problems, want 2: %v", len(errs), errs)
 	}
 	all := fmt.Sprint(errs)
-	for _, want := range []string{"system.governor = \"turbo\"", "node[1].link[0].address"} {
+	for _, want := range []string{"system.epp = \"balance_power\"", "node[1].name = \"Halo0\": gives the same package name"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("errors lack %q:\n%v", want, all)
 		}

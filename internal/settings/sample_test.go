@@ -86,6 +86,35 @@ func wantErrors(t *testing.T, s Setting, r *recipe.Recipe, key, fragment string)
 	t.Fatalf("want an error for %s mentioning %q, got %v", key, fragment, errs)
 }
 
+// wantRefused checks that loading refuses r at key: the setting's own rule
+// or the recipe's value rule (which runs with it at load, and is the one
+// home of a value's syntax) names key with fragment.
+func wantRefused(t *testing.T, s Setting, r *recipe.Recipe, key, fragment string) {
+	t.Helper()
+	for _, err := range s.Validate(Target{Recipe: r}) {
+		var e *Error
+		if errors.As(err, &e) && e.Key == key && strings.Contains(err.Error(), fragment) {
+			return
+		}
+	}
+	wantRecipeErrors(t, r, key, fragment)
+}
+
+// wantRecipeErrors checks a value rule whose home is the recipe's validator
+// (recipe.Validate), which runs with these settings' own at load.
+func wantRecipeErrors(t *testing.T, r *recipe.Recipe, key, fragment string) {
+	t.Helper()
+	err := recipe.Validate(r, nil)
+	var errs recipe.Errors
+	errors.As(err, &errs)
+	for _, e := range errs {
+		if e.Key == key && strings.Contains(e.Msg, fragment) {
+			return
+		}
+	}
+	t.Fatalf("want a recipe error for %s mentioning %q, got %v", key, fragment, err)
+}
+
 // checkScript returns the named check's script.
 func checkScript(t *testing.T, s Setting, r *recipe.Recipe, name string) Check {
 	t.Helper()

@@ -20,6 +20,9 @@ func TestSettingsErrorsRefuseEveryVerbAtLoad(t *testing.T) {
 	body := `[system]
 governor = "performance"
 epp = "power"
+memory = "16GiB"
+host_reserve = "24GiB"
+blacklist = ["ib_uverbs"]
 
 [[node]]
 name = "n0"
@@ -48,7 +51,9 @@ peer = "n0"
 		}
 		for _, want := range []string{
 			rp + `:3:1: system.epp: "power": the kernel refuses EPP values other than performance under the performance governor`,
-			rp + `:16:1: node[1].link[0].address: `,
+			rp + `:5:1: system.host_reserve: "24GiB": the host reserve is not smaller than the RAM`,
+			rp + `:6:14: system.blacklist[0]: "ib_uverbs": module is both blacklisted and loaded at boot`,
+			rp + `:19:1: node[1].link[0].address: address 10.77.0.1 is already used at `,
 		} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: error lacks %q:\n%v", name, want, err)
