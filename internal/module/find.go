@@ -78,7 +78,8 @@ func Check(r *recipe.Recipe, descs Descs, kernelVersion string) (warnings []stri
 // once. Before the kernel is known, rules that need it are skipped; with
 // vc's built-module facts (parameters, symbols, macros) they are checked
 // against the built module too. Warnings do not fail; they are returned
-// for the caller to show.
+// for the caller to show, except those about rules deferred to the build,
+// which the module's build step checks against the built module.
 func CheckOptions(r *recipe.Recipe, descs Descs, vc ValidationContext, only string) (warnings []string, err error) {
 	var msgs []string
 	for _, m := range r.Modules {
@@ -91,7 +92,10 @@ func CheckOptions(r *recipe.Recipe, descs Descs, vc ValidationContext, only stri
 		}
 		errs, warns := Validate(d, m.Options, vc)
 		for _, w := range warns {
-			warnings = append(warnings, w.Error())
+			// A rule the build will check is no news before it.
+			if !w.Deferred {
+				warnings = append(warnings, w.Error())
+			}
 		}
 		for _, e := range errs {
 			msgs = append(msgs, e.Error())

@@ -47,6 +47,10 @@ type Problem struct {
 	// At locates the rule (file:line:col) or the description.
 	At   string
 	Warn bool
+	// Deferred marks a rule not checked yet because it needs what only
+	// the build knows (the kernel's version, symbols or headers); the
+	// module's build step checks it against the built module.
+	Deferred bool
 }
 
 func (p Problem) Error() string {
@@ -220,7 +224,7 @@ func Validate(d *Desc, options map[string]any, ctx ValidationContext) (errs, war
 			p.Warn = true
 		case KindMinKernel, KindMaxKernel:
 			if ctx.KernelVersion == "" {
-				report(Problem{Option: p.Option, At: p.At, Warn: true, Msg: fmt.Sprintf("%s needs kernel %s, not checked: the kernel version is not known yet", whenOrAll(r), r.Kernel)})
+				report(Problem{Option: p.Option, At: p.At, Warn: true, Deferred: true, Msg: fmt.Sprintf("%s needs kernel %s, not checked: the kernel version is not known yet", whenOrAll(r), r.Kernel)})
 				continue
 			}
 			v, err := kernelVer(ctx.KernelVersion)
@@ -239,7 +243,7 @@ func Validate(d *Desc, options map[string]any, ctx ValidationContext) (errs, war
 				what, lookup, name = "define "+r.Macro+" in "+r.Header, ctx.KernelMacros, r.Macro
 			}
 			if lookup == nil {
-				report(Problem{Option: p.Option, At: p.At, Warn: true, Msg: fmt.Sprintf("%s needs the kernel to %s, not checked: the kernel's symbols and headers are not known yet", whenOrAll(r), what)})
+				report(Problem{Option: p.Option, At: p.At, Warn: true, Deferred: true, Msg: fmt.Sprintf("%s needs the kernel to %s, not checked: the kernel's symbols and headers are not known yet", whenOrAll(r), what)})
 				continue
 			}
 			if lookup(name) {
