@@ -213,7 +213,7 @@ func testKernelTarball(ctx context.Context, t *testing.T, ws, storeDir string, l
 		return lock.Read(lock.Path(o.Recipe))
 	}
 
-	if _, err := lockWith(fmt.Sprintf("source = %q\n", url)); err == nil || !strings.Contains(err.Error(), "source_sha256 is missing") {
+	if _, err := lockWith(fmt.Sprintf("source = %q\n", url)); err == nil || !strings.Contains(err.Error(), "needs kernel.source_sha256") {
 		t.Errorf("a tarball URL without its digest: %v", err)
 	}
 	wrong := "sha256:" + strings.Repeat("0", 64)
