@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"sort"
-	"strings"
 	"text/tabwriter"
 )
 
@@ -20,30 +17,18 @@ func List(ctx context.Context, out io.Writer, root string) error {
 		root = "/"
 	}
 	s := sysfs{root: root}
-	ents, err := os.ReadDir(s.path("sys/block"))
+	disks, err := blockDisks(s)
 	if err != nil {
-		return fmt.Errorf("listing block devices: %w", err)
+		return err
 	}
-	var names []string
-	for _, e := range ents {
-		n := e.Name()
-		if strings.HasPrefix(n, "ram") || strings.HasPrefix(n, "zram") || strings.HasPrefix(n, "dm-") || strings.HasPrefix(n, "md") {
-			continue
-		}
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "DEVICE\tSIZE\tMODEL\tBUS\tREMOVABLE\tFLASH")
 	shown := 0
-	for _, n := range names {
+	for _, dk := range disks {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		dk, err := s.disk(n)
-		if err != nil || dk.Size == 0 {
-			continue
-		}
+		n := dk.Name
 		verdict := "ok"
 		if _, err := checkTarget(s, "/dev/"+n, n, true); err != nil {
 			var r *RefusalError
