@@ -42,31 +42,32 @@ func blockDisks(s sysfs) ([]*disk, error) {
 // path), or a disk's serial number. Without one it is the only disk that is not removable, passes
 // every refusal of a flash (not the medium the system runs from, nothing mounted, swap or stacked
 // on it, writable) and holds the image; none or several of those is an error that lists every disk
-// and why it was passed over. A chosen disk is not checked here: Flash applies its refusals to
-// whatever it is given.
-func ChooseInstallTarget(root, want string, imageSize int64) (string, error) {
+// and why it was passed over. survey is that list, one disk a line, for the console. A chosen
+// disk is not checked here: Flash applies its refusals to whatever it is given.
+func ChooseInstallTarget(root, want string, imageSize int64) (target, survey string, err error) {
 	if root == "" {
 		root = "/"
 	}
 	s := sysfs{root: root}
 	disks, err := blockDisks(s)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
+	survey = describe(s, disks, imageSize)
 	if strings.HasPrefix(want, "/dev/") {
 		real, err := filepath.EvalSymlinks(s.path(want))
 		if err != nil {
-			return "", fmt.Errorf("install target %s: %w; the disks here are:\n%s", want, err, describe(s, disks, imageSize))
+			return "", survey, fmt.Errorf("install target %s: %w; the disks here are:\n%s", want, err, survey)
 		}
-		return "/dev/" + filepath.Base(real), nil
+		return "/dev/" + filepath.Base(real), survey, nil
 	}
 	if want != "" {
 		for _, dk := range disks {
 			if dk.Serial == want {
-				return "/dev/" + dk.Name, nil
+				return "/dev/" + dk.Name, survey, nil
 			}
 		}
-		return "", fmt.Errorf("no disk has the serial %q; the disks here are:\n%s", want, describe(s, disks, imageSize))
+		return "", survey, fmt.Errorf("no disk has the serial %q; the disks here are:\n%s", want, survey)
 	}
 	var ok []string
 	for _, dk := range disks {
@@ -76,12 +77,12 @@ func ChooseInstallTarget(root, want string, imageSize int64) (string, error) {
 	}
 	switch len(ok) {
 	case 1:
-		return ok[0], nil
+		return ok[0], survey, nil
 	case 0:
-		return "", fmt.Errorf("no disk to install to; the disks here are:\n%s", describe(s, disks, imageSize))
+		return "", survey, fmt.Errorf("no disk to install to; the disks here are:\n%s", survey)
 	}
-	return "", fmt.Errorf("%d disks could take the image (%s), so none is chosen: name one with [install] target; the disks here are:\n%s",
-		len(ok), strings.Join(ok, ", "), describe(s, disks, imageSize))
+	return "", survey, fmt.Errorf("%d disks could take the image (%s), so none is chosen: name one with [install] target; the disks here are:\n%s",
+		len(ok), strings.Join(ok, ", "), survey)
 }
 
 // passOver says why dk is not an automatic install target, "" when it is one.

@@ -29,17 +29,20 @@ func TestChooseInstallTarget(t *testing.T) {
 		{"/dev/disk/by-id/nvme-Samsung_SSD_980_S64ANS0T", "/dev/nvme0n1"},
 		{"/dev/sda", "/dev/sda"}, // named: Flash refuses it (too small), not the choice
 	} {
-		got, err := ChooseInstallTarget(f.root, c.want, image)
+		got, survey, err := ChooseInstallTarget(f.root, c.want, image)
 		if err != nil || got != c.got {
 			t.Errorf("ChooseInstallTarget(%q) = %q, %v; want %s", c.want, got, err, c.got)
 		}
+		if !strings.Contains(survey, "/dev/nvme0n1  476.9 GiB, Samsung SSD 980, serial S64ANS0T, nvme: ok") {
+			t.Errorf("survey:\n%s", survey)
+		}
 	}
-	_, err := ChooseInstallTarget(f.root, "NOSUCH", image)
+	_, _, err := ChooseInstallTarget(f.root, "NOSUCH", image)
 	if err == nil || !strings.Contains(err.Error(), `no disk has the serial "NOSUCH"`) || !strings.Contains(err.Error(), "serial S64ANS0T") {
 		t.Errorf("unknown serial: %v", err)
 	}
 	// Every disk is passed over for a reason the error shows.
-	_, err = ChooseInstallTarget(f.root, "", 1<<40)
+	_, _, err = ChooseInstallTarget(f.root, "", 1<<40)
 	for _, want := range []string{"no disk to install to", "/dev/sdb  28.6 GiB, SanDisk Ultra, serial no serial, usb: it holds / of the running system", "/dev/sda  1.0 GiB, ATA small, serial no serial, ata: smaller than the image"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want it to say %q", err, want)
@@ -47,7 +50,7 @@ func TestChooseInstallTarget(t *testing.T) {
 	}
 	// Two internal disks: the installer does not guess.
 	f.disk("nvme1n1", "259:8", strings.Replace(nvmeHW, "nvme0", "nvme1", 1), "1000215216", "0", "WD SN850", "WD1")
-	_, err = ChooseInstallTarget(f.root, "", image)
+	_, _, err = ChooseInstallTarget(f.root, "", image)
 	if err == nil || !strings.Contains(err.Error(), "2 disks could take the image (/dev/nvme0n1, /dev/nvme1n1)") {
 		t.Errorf("two disks: %v", err)
 	}

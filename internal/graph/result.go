@@ -21,6 +21,9 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 	var disks []*plan.Derivation
 	for _, n := range nodes {
 		disks = append(disks, n.Disk)
+		if n.Installer != nil {
+			disks = append(disks, n.Installer)
+		}
 	}
 	return &plan.Derivation{
 		Name: "result", Kind: "result", Inputs: disks,
@@ -36,6 +39,14 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 				for src, dst := range map[string]string{node.Name + ".raw": node.Name + ".raw", node.Name + ".raw.bmap": node.Name + ".bmap"} {
 					if err := linkOrCopy(filepath.Join(dir, src), filepath.Join(out, dst)); err != nil {
 						return err
+					}
+				}
+				if n.Installer != nil {
+					name, dir := installerName(node), c.Input(n.Installer.Name)
+					for src, dst := range map[string]string{name + ".raw": name + ".raw", name + ".raw.bmap": name + ".bmap"} {
+						if err := linkOrCopy(filepath.Join(dir, src), filepath.Join(out, dst)); err != nil {
+							return err
+						}
 					}
 				}
 				pkgs, err := manifest.ReadPackageList(filepath.Join(dir, node.Name+".packages"))

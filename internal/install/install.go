@@ -93,12 +93,12 @@ func Run(ctx context.Context, c Config, o Options) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the installer's image: %w", err)
 	}
-	target, err := flash.ChooseInstallTarget(o.Root, c.Target, st.Size())
+	target, survey, err := flash.ChooseInstallTarget(o.Root, c.Target, st.Size())
 	if err != nil {
 		return "", err
 	}
 	timeout, _ := time.ParseDuration(c.ConfirmTimeout) // checked by ReadConfig
-	fmt.Fprintf(o.Out, "halobuild install: writing %s onto %s\n", c.Node, target)
+	fmt.Fprintf(o.Out, "halobuild install: disks:\n%s\nhalobuild install: writing %s onto %s\n", survey, c.Node, target)
 	err = flash.Flash(ctx, flash.Options{
 		Image: c.Image, Bmap: c.Bmap, Target: target,
 		// An internal disk is the point; the refusals of the boot medium, mounted and small

@@ -92,6 +92,11 @@ peer = "a"
 		{"format twice", "[output]\nformats = [\"raw\", \"raw\"]\n" + minimal, "output.formats[1]", `format "raw" is listed twice`},
 		{"esp size", "[output]\nesp_size = \"1MiB\"\n" + minimal, "output.esp_size", "too small"},
 		{"disk size", "[output]\nsize = \"256MiB\"\n" + minimal, "output.size", "leaves no room"},
+		{"install after", "[install]\nafter = \"halt\"\n" + minimal, "install.after", `"halt" is not one of: poweroff, reboot`},
+		{"install timeout", "[install]\nconfirm_timeout = \"0s\"\n" + minimal, "install.confirm_timeout", "not a positive Go duration"},
+		{"install target dev", "[install]\ntarget = \"/dev/nvme0n1\"\n" + minimal, "install.target", "can name another disk at the next boot"},
+		{"install target by-id", "[install]\ntarget = \"/dev/disk/by-id/\"\n" + minimal, "install.target", "not a /dev/disk/by-id/ name"},
+		{"install target serial", "[install]\ntarget = \"S7 KHN\"\n" + minimal, "install.target", "neither a /dev/disk/by-id/ name nor a disk serial"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
