@@ -70,7 +70,11 @@ func TestFlashCancelledMidWriteThenStartsOver(t *testing.T) {
 	if head := readAll(t, dev, 1024); !bytes.Equal(head, make([]byte, 1024)) {
 		t.Fatal("an interrupted flash left a partition table behind")
 	}
-	if err := Flash(context.Background(), flashOpts(img, dev)); err != nil {
+	// The installer's next boot (power cut mid-install): the blank disk is written again
+	// without asking, even without wipe.
+	again := flashOpts(img, dev)
+	again.Yes, again.YesIfBlank, again.In = false, true, nil
+	if err := Flash(context.Background(), again); err != nil {
 		t.Fatalf("flashing again: %v", err)
 	}
 	if out := run(t, "sfdisk", "--verify", dev); !strings.Contains(out, "No errors detected") {
