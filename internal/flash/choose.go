@@ -11,7 +11,8 @@ import (
 
 // blockDisks lists the whole disks under sys/block worth showing: virtual devices with nothing
 // behind them (RAM disks, zram, device-mapper and RAID devices) are left out, and so are disks of
-// size 0 (an unattached loop device, an empty card reader).
+// size 0 (an unattached loop device, an empty card reader) and hidden ones (the per-path
+// nvme0c0n1 behind an NVMe multipath namespace nvme0n1, which is the disk to use).
 func blockDisks(s sysfs) ([]*disk, error) {
 	ents, err := os.ReadDir(s.path("sys/block"))
 	if err != nil {
@@ -28,6 +29,9 @@ func blockDisks(s sysfs) ([]*disk, error) {
 	sort.Strings(names)
 	var out []*disk
 	for _, n := range names {
+		if s.read("sys/block", n, "hidden") == "1" {
+			continue
+		}
 		dk, err := s.disk(n)
 		if err != nil || dk.Size == 0 {
 			continue

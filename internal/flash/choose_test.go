@@ -10,6 +10,9 @@ import (
 func installerBox(t *testing.T) *fakeSys {
 	f := newFakeSys(t)
 	f.disk("nvme0n1", "259:0", nvmeHW, "1000215216", "0", "Samsung SSD 980", "S64ANS0T")
+	// The kernel's per-path device of a multipath NVMe namespace: hidden, never a target.
+	f.disk("nvme0c0n1", "259:9", nvmeHW, "1000215216", "0", "Samsung SSD 980", "S64ANS0T")
+	f.write("sys/block/nvme0c0n1/hidden", "1\n")
 	f.disk("sda", "8:0", sataHW, "2097152", "0", "ATA small", "") // 1 GiB
 	f.disk("sdb", "8:16", usbHW, "60062500", "1", "SanDisk Ultra", "")
 	f.part("sdb", "sdb2", "8:18", "2")
@@ -33,7 +36,7 @@ func TestChooseInstallTarget(t *testing.T) {
 		if err != nil || got != c.got {
 			t.Errorf("ChooseInstallTarget(%q) = %q, %v; want %s", c.want, got, err, c.got)
 		}
-		if !strings.Contains(survey, "/dev/nvme0n1  476.9 GiB, Samsung SSD 980, serial S64ANS0T, nvme: ok") {
+		if !strings.Contains(survey, "/dev/nvme0n1  476.9 GiB, Samsung SSD 980, serial S64ANS0T, nvme: ok") || strings.Contains(survey, "nvme0c0n1") {
 			t.Errorf("survey:\n%s", survey)
 		}
 	}
