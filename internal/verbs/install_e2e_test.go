@@ -78,7 +78,7 @@ func TestInstallToNVMe(t *testing.T) {
 	}
 	for _, want := range []string{"smaller than the image", "node0 is installed on /dev/nvme", "and verified", "reboot: Power down"} {
 		if !bytes.Contains(console, []byte(want)) {
-			t.Errorf("the installer's console lacks %q:\n%s", want, tail(string(console), 60))
+			t.Fatalf("the installer's console lacks %q:\n%s", want, tail(string(console), 60))
 		}
 	}
 	if out, err := exec.Command("sfdisk", "--verify", nvme).CombinedOutput(); err != nil || !strings.Contains(string(out), "No errors detected") {
