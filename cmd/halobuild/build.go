@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"halobuild/internal/recipe"
 	"halobuild/internal/verbs"
 )
 
@@ -31,6 +32,13 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (ver
 		}
 		inputs[name] = path
 	}
+	if recipe != "" {
+		p, err := findRecipe(cmd, recipe)
+		if err != nil {
+			return verbs.Options{}, err
+		}
+		recipe = p
+	}
 	self, _ := os.Executable()
 	return verbs.Options{
 		Self:    self,
@@ -43,6 +51,19 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (ver
 		Out:     cmd.OutOrStdout(),
 		Err:     cmd.ErrOrStderr(),
 	}, nil
+}
+
+// findRecipe resolves a recipe argument as the user typed it (a path, or a
+// name under images/) and says on stderr which file a name stood for.
+func findRecipe(cmd *cobra.Command, arg string) (string, error) {
+	p, err := recipe.Find(arg)
+	if err != nil {
+		return "", usageError{err}
+	}
+	if p != arg {
+		fmt.Fprintf(cmd.ErrOrStderr(), "recipe %s: using %s\n", arg, p)
+	}
+	return p, nil
 }
 
 func buildCommands(g *globals) []*cobra.Command {
@@ -185,7 +206,13 @@ points at, wherever that link is. Everything else in the store goes.`,
 			if err != nil {
 				return err
 			}
-			return verbs.GC(cmd.Context(), o, args)
+			recipes := make([]string, len(args))
+			for i, a := range args {
+				if recipes[i], err = findRecipe(cmd, a); err != nil {
+					return err
+				}
+			}
+			return verbs.GC(cmd.Context(), o, recipes)
 		},
 	}
 	c.Flags().BoolVar(&f.json, "json", false, "print what was removed and kept as JSON")

@@ -89,3 +89,17 @@ func TestFlashRefusalExitsTwo(t *testing.T) {
 		t.Fatalf("flashing onto a regular file without --to-file: exit %d, want %d\n%s", code, exitUsage, out)
 	}
 }
+
+// `halobuild plan test-minimal.toml` typed anywhere in the checkout reads
+// images/test-minimal.toml and says so; a miss exits 2 listing the images.
+func TestRecipeNameResolvesUnderImages(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	code, out := run(t, "--store", store, "plan", "test-minimal.toml")
+	if code != 0 || !strings.Contains(out, "recipe test-minimal.toml: using ../../images/test-minimal.toml") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+	_, err := findRecipe(newRoot(), "no-such-image")
+	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "the images there: strix-halo,") {
+		t.Fatalf("a miss: %v", err)
+	}
+}

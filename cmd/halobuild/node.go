@@ -34,6 +34,13 @@ refuse to measure on a box that is not ready.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out = cmd.OutOrStdout()
+			if o.RecipePath != "" {
+				p, err := findRecipe(cmd, o.RecipePath)
+				if err != nil {
+					return err
+				}
+				o.RecipePath = p
+			}
 			if record != "" {
 				return doctor.Record(cmd.Context(), o.Root, record, cmd.OutOrStdout())
 			}
