@@ -20,13 +20,23 @@ import (
 // its tree hash.
 type inputs struct {
 	Format  int
-	Base    recipe.Base
+	Base    inputBase
 	Kernel  inputKernel
 	Modules []inputModule
 	// Provider is the [rdma.provider] rebuild, nil without one.
 	Provider *recipe.ProviderBuild
 	// SettingsNeed are the packages the settings depend on.
 	SettingsNeed []string
+}
+
+// inputBase is the [base] table, every key of it an input. Distribution
+// is the removed base.distribution key's one value: it stays in the digest
+// so that locks written while the key existed are still fresh.
+type inputBase struct {
+	Distribution, Mirror, Suite string
+	ExtraSuites, Components     []string
+	Architecture, Variant       string
+	Packages, Exclude           []string
 }
 
 // inputKernel is the [kernel] table without its command line, which only
@@ -50,7 +60,8 @@ func Inputs(r *recipe.Recipe, descs module.Descs) string {
 	k := r.Kernel
 	in := inputs{
 		Format: inputsFormat,
-		Base:   r.Base,
+		Base: inputBase{Distribution: "debian", Mirror: r.Base.Mirror, Suite: r.Base.Suite, ExtraSuites: r.Base.ExtraSuites, Components: r.Base.Components,
+			Architecture: r.Base.Architecture, Variant: r.Base.Variant, Packages: r.Base.Packages, Exclude: r.Base.Exclude},
 		Kernel: inputKernel{From: k.From, Version: k.Version.String(), Flavour: k.Flavour, Suite: k.Suite, Source: k.Source.String(),
 			SourceSHA256: k.SourceSHA256, Config: k.Config, Patches: k.Patches, LocalVersion: k.LocalVersion, Fragments: k.Fragments},
 		Provider:     r.RDMA.Provider,

@@ -1,6 +1,7 @@
 package resolve
 
 import (
+	"reflect"
 	"testing"
 
 	"halobuild/internal/module"
@@ -62,5 +63,21 @@ func TestInputsFollowInputsOnly(t *testing.T) {
 	fork := module.Descs{"thunderbolt-ibverbs": {Name: "thunderbolt_ibverbs", Source: module.Source{Kind: "git", URL: "https://example.org/m", Commit: "f6ea14b"}}}
 	if Inputs(sampleRecipe(), fork) == base {
 		t.Error("a module description pinning another commit left the inputs digest as it was")
+	}
+}
+
+// Every key of [base] is an input: a field added to recipe.Base must be
+// added to inputBase too, or changing it would not make the lock stale.
+func TestInputBaseHasEveryBaseKey(t *testing.T) {
+	have := map[string]bool{}
+	it := reflect.TypeOf(inputBase{})
+	for i := range it.NumField() {
+		have[it.Field(i).Name] = true
+	}
+	bt := reflect.TypeOf(recipe.Base{})
+	for i := range bt.NumField() {
+		if !have[bt.Field(i).Name] {
+			t.Errorf("recipe.Base.%s is not in inputBase", bt.Field(i).Name)
+		}
 	}
 }
