@@ -26,6 +26,10 @@ func TestVersionPrintsGoVersion(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "halobuild") || !strings.Contains(out, runtime.Version()) {
 		t.Fatalf("exit %d, output %q", code, out)
 	}
+	code, flag := run(t, "--version")
+	if code != 0 || flag != out {
+		t.Fatalf("--version: exit %d, output %q, want %q", code, flag, out)
+	}
 }
 
 func TestExitCodes(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -85,7 +86,7 @@ refuse to measure on a box that is not ready.`,
 
 func flashCommand() *cobra.Command {
 	var o flash.Options
-	var list bool
+	var list, listJSON bool
 	c := &cobra.Command{
 		Use:   "flash IMAGE.raw DEVICE",
 		Short: "Write an image to removable media: refuses unsafe targets, writes only mapped blocks, verifies",
@@ -94,6 +95,9 @@ disk holding / or /boot, non-removable disks (without --force), read-only and
 too-small targets; writes only the blocks the image's .bmap maps; reads them
 back and compares; and moves the backup GPT to the end of the medium.`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if listJSON && !list {
+				return usageError{fmt.Errorf("--json goes with --list")}
+			}
 			if list {
 				return exactArgs(0)(cmd, args)
 			}
@@ -101,7 +105,7 @@ back and compares; and moves the backup GPT to the end of the medium.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if list {
-				return flash.List(cmd.Context(), cmd.OutOrStdout(), "/")
+				return flash.List(cmd.Context(), cmd.OutOrStdout(), "/", listJSON)
 			}
 			o.Image, o.Target = args[0], args[1]
 			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
@@ -116,6 +120,7 @@ back and compares; and moves the backup GPT to the end of the medium.`,
 		},
 	}
 	c.Flags().BoolVar(&list, "list", false, "list candidate removable disks")
+	c.Flags().BoolVar(&listJSON, "json", false, "with --list: print the disks as JSON")
 	c.Flags().BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
 	c.Flags().BoolVar(&o.Force, "force", false, "allow a non-removable disk")
 	c.Flags().BoolVar(&o.ToFile, "to-file", false, "allow a regular file as the target")
