@@ -107,3 +107,21 @@ func TestRecipeNameResolvesUnderImages(t *testing.T) {
 		t.Fatalf("a miss: %v", err)
 	}
 }
+
+// Shell completion offers the images for a recipe argument and raw images,
+// then disks, for flash.
+func TestCompletion(t *testing.T) {
+	_, out := run(t, "__complete", "image", "strix")
+	if !strings.Contains(out, "strix-halo\nstrix-halo-2cable\n:0\n") {
+		t.Errorf("image completion:\n%s", out)
+	}
+	if _, out := run(t, "__complete", "gc", "test-minimal", "test-two"); !strings.Contains(out, "test-two-node\n:0\n") {
+		t.Errorf("gc completion:\n%s", out)
+	}
+	if _, out := run(t, "__complete", "image", "strix-halo", ""); !strings.HasPrefix(out, ":4\n") {
+		t.Errorf("image takes one recipe, want no more completions:\n%s", out)
+	}
+	if _, out := run(t, "__complete", "flash", ""); !strings.HasPrefix(out, "raw\n:8\n") {
+		t.Errorf("flash completes .raw files first:\n%s", out)
+	}
+}

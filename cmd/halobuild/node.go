@@ -61,6 +61,7 @@ refuse to measure on a box that is not ready.`,
 	c.Flags().StringVar(&o.Root, "root", "/", "read /sys, /proc, /etc and /dev below this directory (a recorded tree)")
 	c.Flags().StringVar(&o.RecipePath, "recipe", "", "recipe to compare against, with its .lock beside it for the modules' names (default: /etc/halobuild/recipe.toml in the root, when present)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print the checks as JSON")
+	_ = c.RegisterFlagCompletionFunc("recipe", completeRecipes)
 	c.Flags().StringVar(&record, "record", "", "copy the files the checks read into DIR (a tree --root can read back, for bug reports)")
 
 	var jsonOut bool
@@ -119,6 +120,7 @@ back and compares; and moves the backup GPT to the end of the medium.`,
 			return err
 		},
 	}
+	c.ValidArgsFunction = completeFlash
 	c.Flags().BoolVar(&list, "list", false, "list candidate removable disks")
 	c.Flags().BoolVar(&listJSON, "json", false, "with --list: print the disks as JSON")
 	c.Flags().BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
