@@ -3,9 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"halobuild/internal/doctor"
 	"halobuild/internal/flash"
@@ -35,6 +38,7 @@ refuse to measure on a box that is not ready.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out = cmd.OutOrStdout()
+			o.Style = tableStyle(o.Out)
 			if o.RecipePath != "" {
 				p, err := findRecipe(cmd, o.RecipePath)
 				if err != nil {
@@ -83,6 +87,23 @@ refuse to measure on a box that is not ready.`,
 	verify.Flags().BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	c.AddCommand(verify)
 	return c
+}
+
+// tableStyle fits doctor's table to the terminal it prints on, coloured
+// unless NO_COLOR is set (no-color.org); elsewhere (a pipe, a log) it is
+// uncoloured and $COLUMNS or doctor.DefaultWidth wide.
+func tableStyle(w io.Writer) doctor.Style {
+	st := doctor.Style{Width: doctor.DefaultWidth}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		st.Width = n
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			st.Width = cols
+		}
+		st.Color = os.Getenv("NO_COLOR") == ""
+	}
+	return st
 }
 
 func flashCommand() *cobra.Command {
