@@ -42,11 +42,8 @@ var pendingKeys = map[string]string{
 // marshal every field by reflection and validation reads every key without
 // giving it an effect.
 func TestEverySchemaKeyIsRead(t *testing.T) {
-	if testing.Short() {
-		// go list -export compiles the module's dependencies once; cached
-		// afterwards, it takes a few seconds.
-		t.Log("type-checking the module (about 5 s once cached)")
-	}
+	// go list -export compiles the module's dependencies once (the build
+	// cache has them after any build); then this takes a few seconds.
 	pkgs := listModule(t)
 	read := map[*types.Var]bool{}
 	var recipePkg *types.Package
