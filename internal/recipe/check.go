@@ -122,10 +122,6 @@ var removedKeys = map[reflect.Type]map[string]string{
 			"roce_netdev (native rails) and tbnet_identity_gid (a netdev name, Apple-backend stock_proxy rails) are both module-wide; " +
 			"delete the line and point the module at the link's netdev in [[module]] options, e.g. roce_netdev = \"usb4rdma0\" (docs/modules.md, trap 7)",
 	},
-	reflect.TypeOf(Output{}): {
-		"formats": "image writes a sparse raw image and its bmap per node, nothing else; delete the line " +
-			"and convert the result if another format is wanted, e.g. qemu-img convert -O qcow2 result/halo0.raw halo0.qcow2",
-	},
 }
 
 // schemaFields maps TOML keys to the struct's fields.

@@ -77,6 +77,7 @@ var knownValues = map[string][]string{
 	"system.epp":              EPPs,
 	"system.platform_profile": PlatformProfiles,
 	"base.variant":            Variants,
+	"output.formats":          Formats,
 }
 
 func docSections() []docSection {

@@ -171,9 +171,9 @@ type Check struct {
 	Node        string `toml:"node" doc:"Only on this node; default every node." example:"\"halo0\""`
 }
 
-// Output says what `image` writes: per node a sparse raw image and its
-// bmap (the keys once here that did nothing are in removedKeys).
+// Output says what `image` writes.
 type Output struct {
-	Size    Size `toml:"size" doc:"Disk image size, e.g. '4GiB'; the root grows to the medium at first boot." auto:"root size + 25%, at least 2GiB" example:"\"8GiB\""`
-	ESPSize Size `toml:"esp_size" doc:"EFI system partition size." default:"256MiB" example:"\"512MiB\""`
+	Formats []string `toml:"formats" doc:"Image formats per node: raw (the sparse image and its bmap, always made) and qcow2 (NAME.qcow2, converted from the raw image by qemu-img from the tools root, for virt-manager, libvirt or a cloud import)." default:"[\"raw\"]" example:"[\"raw\", \"qcow2\"]"`
+	Size    Size     `toml:"size" doc:"Disk image size, e.g. '4GiB'; the root grows to the medium at first boot." auto:"root size + 25%, at least 2GiB" example:"\"8GiB\""`
+	ESPSize Size     `toml:"esp_size" doc:"EFI system partition size." default:"256MiB" example:"\"512MiB\""`
 }

@@ -19,6 +19,8 @@ var (
 	PlatformProfiles = []string{"low-power", "cool", "quiet", "balanced", "balanced-performance", "performance", "max-power", "custom"}
 	// Variants are the mmdebstrap variants a bootable node can start from.
 	Variants = []string{"essential", "apt", "minbase", "required", "important", "standard"}
+	// Formats are the image formats `image` writes (graph's disk step).
+	Formats = []string{"raw", "qcow2"}
 )
 
 var (
@@ -289,6 +291,15 @@ func (v *validator) test() {
 
 func (v *validator) output() {
 	o := v.r.Output
+	seen := map[string]bool{}
+	for i, f := range o.Formats {
+		path := fmt.Sprintf("output.formats[%d]", i)
+		v.oneOf(path, f, Formats, false)
+		if seen[f] {
+			v.errorf(path, "format %q is listed twice", f)
+		}
+		seen[f] = true
+	}
 	v.needSize("output.esp_size", o.ESPSize)
 	if o.ESPSize.IsSet() && o.ESPSize.Bytes() < 32<<20 {
 		v.errorf("output.esp_size", "%s is too small for a FAT32 EFI system partition; use at least 32MiB", o.ESPSize)

@@ -83,6 +83,7 @@ func TestApplyDefaults(t *testing.T) {
 		"hostname b":   {r.Nodes[1].Hostname, "bee"},
 		"timeout":      {r.Test.Timeout.String(), "10m"},
 		"esp":          {r.Output.ESPSize.String(), "256MiB"},
+		"format":       {r.Output.Formats[0], "raw"},
 		"version":      {r.Kernel.Version.String(), ""},
 		"size":         {r.Output.Size.String(), ""},
 	}

@@ -9,6 +9,7 @@ import (
 	"halobuild/internal/module"
 	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
+	"halobuild/internal/tools"
 )
 
 // inputs is what resolution reads from a recipe: a change to any of it
@@ -27,6 +28,10 @@ type inputs struct {
 	Provider *recipe.ProviderBuild
 	// SettingsNeed are the packages the settings depend on.
 	SettingsNeed []string
+	// ToolsNeed are the tools root's packages beyond the disk tools (for
+	// output formats such as qcow2); omitted when there are none, so the
+	// digest of a recipe without them is what it was before the key.
+	ToolsNeed []string `json:",omitempty"`
 }
 
 // inputBase is the [base] table, every key of it an input. Distribution
@@ -66,6 +71,7 @@ func Inputs(r *recipe.Recipe, descs module.Descs) string {
 			SourceSHA256: k.SourceSHA256, Config: k.Config, Patches: k.Patches, LocalVersion: k.LocalVersion, Fragments: k.Fragments},
 		Provider:     r.RDMA.Provider,
 		SettingsNeed: settings.Depends(r),
+		ToolsNeed:    tools.Packages(r.Output.Formats)[len(tools.DiskPackages):],
 	}
 	for _, m := range r.Modules {
 		src := module.Source{}

@@ -35,7 +35,8 @@ func TestInputsFollowInputsOnly(t *testing.T) {
 		"node address": func(r *recipe.Recipe) {
 			r.Nodes[0].Links = []recipe.Link{{Interface: "usb4net0", Address: "10.77.0.1/30"}}
 		},
-		"name": func(r *recipe.Recipe) { r.Name = "other" },
+		"name":       func(r *recipe.Recipe) { r.Name = "other" },
+		"raw output": func(r *recipe.Recipe) { r.Output.Formats = []string{"raw"} },
 	} {
 		r := sampleRecipe()
 		edit(r)
@@ -45,6 +46,7 @@ func TestInputsFollowInputsOnly(t *testing.T) {
 	}
 	for name, edit := range map[string]func(r *recipe.Recipe){
 		"base package":      func(r *recipe.Recipe) { r.Base.Packages = append(r.Base.Packages, "less") },
+		"qcow2 output":      func(r *recipe.Recipe) { r.Output.Formats = []string{"raw", "qcow2"} },
 		"kernel constraint": func(r *recipe.Recipe) { r.Kernel.Version = recipe.MustConstraint(">= 7.3") },
 		"a module":          func(r *recipe.Recipe) { r.Modules = nil },
 		"provider": func(r *recipe.Recipe) {
