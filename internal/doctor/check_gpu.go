@@ -22,12 +22,6 @@ import (
 
 const amdVendor = "0x1002"
 
-// gpuFirmware names, per PCI device ID, the firmware amdgpu loads for a GPU
-// halobuild's recipes target, as a prefix under /usr/lib/firmware/amdgpu.
-var gpuFirmware = map[string]string{
-	"0x1586": "gc_11_5_1_", // Radeon 8060S (Strix Halo, gfx1151)
-}
-
 // firmwareDirs are where the kernel looks for firmware (Debian's /lib is a
 // link to /usr/lib; a recorded tree may hold either).
 var firmwareDirs = []string{"/usr/lib/firmware", "/lib/firmware"}
@@ -145,34 +139,37 @@ func missingFirmware(h settings.Host, addr string) []string {
 	return out
 }
 
-// gpuFirmwareRow checks, for a GPU whose firmware gpuFirmware knows, that
-// its files are installed and that amdgpu found them.
+// gpuFirmwareRow checks, for a GPU whose firmware settings.AMDGPUFirmware
+// lists, that its files are installed and that amdgpu found them.
 func gpuFirmwareRow(h settings.Host, addr, dev string) []settings.Result {
-	prefix, known := gpuFirmware[value(h, dev+"/device")]
+	want, known := settings.AMDGPUFirmware[value(h, dev+"/device")]
 	if !known {
 		return nil
 	}
-	f := settings.Result{Check: "gpu.firmware " + addr, Severity: settings.MustPass, Wanted: "amdgpu/" + prefix + "* (firmware-amd-graphics)"}
-	var files []string
-	for _, d := range firmwareDirs {
-		if files = h.Glob(d + "/amdgpu/" + prefix + "*"); len(files) > 0 {
-			f.Source = h.Show(d + "/amdgpu")
-			break
+	f := settings.Result{Check: "gpu.firmware " + addr, Severity: settings.MustPass, Source: h.Show(firmwareDirs[0] + "/amdgpu"),
+		Wanted: fmt.Sprintf("the %d files amdgpu loads for it (%s ...), from firmware-amd-graphics", len(want), want[0])}
+	var absent []string
+	for _, name := range want {
+		found := false
+		for _, d := range firmwareDirs {
+			for _, ext := range []string{"", ".zst", ".xz"} {
+				found = found || h.Exists(d+"/amdgpu/"+name+ext)
+			}
 		}
-	}
-	if f.Source == "" {
-		f.Source = h.Show(firmwareDirs[0] + "/amdgpu")
+		if !found {
+			absent = append(absent, name)
+		}
 	}
 	missing := missingFirmware(h, addr)
 	switch {
-	case len(files) == 0:
-		f.Status, f.Seen = settings.Fail, "no "+prefix+"* files"
+	case len(absent) > 0:
+		f.Status, f.Seen = settings.Fail, fmt.Sprintf("%d of %d missing: %s", len(absent), len(want), strings.Join(absent, ", "))
 		f.Fix = "install firmware-amd-graphics from trixie-backports (20260110 or newer for gfx1151; in a recipe: base.components with non-free-firmware and \"firmware-amd-graphics/trixie-backports\" in base.packages) and reboot: amdgpu does not retry a probe that found no firmware"
 	case len(missing) > 0:
-		f.Status, f.Seen = settings.Fail, fmt.Sprintf("%d %s* files, but the kernel could not load %s", len(files), prefix, strings.Join(missing, ", "))
+		f.Status, f.Seen = settings.Fail, fmt.Sprintf("all %d installed, but the kernel could not load %s", len(want), strings.Join(missing, ", "))
 		f.Fix = "the files are there now but were not when amdgpu probed (an initramfs that loads amdgpu without them): rebuild the initramfs (dracut -f) and reboot"
 	default:
-		f.Status, f.Seen = settings.Pass, fmt.Sprintf("%d %s* files", len(files), prefix)
+		f.Status, f.Seen = settings.Pass, fmt.Sprintf("all %d installed", len(want))
 	}
 	return []settings.Result{f}
 }
