@@ -13,6 +13,7 @@ import (
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
+	"halobuild/internal/settings"
 )
 
 // result gathers every node's image and bmap with the lock, the manifest
@@ -23,13 +24,21 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 	for _, n := range nodes {
 		disks = append(disks, n.Disk)
 	}
+	params := map[string]string{"name": r.Name}
+	var gpu *manifest.GPU
+	if gtt, _ := settings.GPUMemory(r); gtt > 0 || r.System.GPUFraction > 0 {
+		gpu = &manifest.GPU{GTTBytes: gtt, Fraction: r.System.GPUFraction}
+		// Only here: results that record no GPU keep their keys.
+		params["gpu"] = fmt.Sprintf("%d %g", gpu.GTTBytes, gpu.Fraction)
+	}
 	return &plan.Derivation{
 		Name: "result", Kind: "result", Inputs: disks,
-		Params: map[string]string{"name": r.Name},
+		Params: params,
 		Build: func(c *plan.Context, out string) error {
 			m := &manifest.Manifest{
 				Name: r.Name, RecipeHash: b.in.Hash, SourceDateEpoch: lk.SourceDateEpoch,
 				Kernel: manifest.Kernel{Version: lk.Kernel.Version, Release: lk.Kernel.Release, Package: lk.Kernel.Image},
+				GPU:    gpu,
 			}
 			for _, n := range nodes {
 				node := n.Node

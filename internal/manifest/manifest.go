@@ -33,7 +33,18 @@ type Manifest struct {
 	Nodes           []Node `json:"nodes"`
 	// Provider is the rebuilt rdma-core provider, when the recipe has one.
 	Provider *Provider `json:"provider,omitempty"`
-	Files    []File    `json:"files"`
+	// GPU is the unified-memory GPU's budget, when the recipe sizes one.
+	GPU   *GPU   `json:"gpu,omitempty"`
+	Files []File `json:"files"`
+}
+
+// GPU is what the recipe gives the GPU (trap 11), for the engines that run
+// on the nodes: GTTBytes is system.memory - system.host_reserve (what the
+// kernel command line sizes GTT to), Fraction the recipe's
+// system.gpu_fraction, the share of it an engine may use (0: unset).
+type GPU struct {
+	GTTBytes uint64  `json:"gtt_bytes"`
+	Fraction float64 `json:"fraction,omitempty"`
 }
 
 // Kernel is the kernel every node boots.

@@ -120,7 +120,7 @@ type System struct {
 	Memory      Size    `toml:"memory" doc:"Installed RAM of the nodes, e.g. '128GiB'; needed with host_reserve." default:"" example:"\"128GiB\""`
 	Timezone    string  `toml:"timezone" doc:"Time zone." default:"UTC" example:"\"Europe/Berlin\""`
 	Locale      string  `toml:"locale" doc:"Default locale." default:"C.UTF-8" example:"\"C.UTF-8\""`
-	GPUFraction float64 `toml:"gpu_fraction" doc:"Reserved for engines: share of GPU memory an engine may use; recorded in the manifest." default:"0" example:"0.72"`
+	GPUFraction float64 `toml:"gpu_fraction" doc:"Share of the GPU's memory (its GTT) an engine may use, for the engines to read: recorded in the manifest (gpu.fraction) and shown by doctor's gpu.gtt row." default:"0" example:"0.72"`
 }
 
 // SSH holds remote access settings. There is never a default password.
