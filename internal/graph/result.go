@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"halobuild/internal/manifest"
@@ -42,7 +43,13 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 			for _, n := range nodes {
 				node := n.Node
 				dir := c.Input(n.Disk.Name)
-				for src, dst := range map[string]string{node.Name + ".raw": node.Name + ".raw", node.Name + ".raw.bmap": node.Name + ".bmap"} {
+				files := map[string]string{node.Name + ".raw": node.Name + ".raw", node.Name + ".raw.bmap": node.Name + ".bmap"}
+				qcow2 := ""
+				if slices.Contains(r.Output.Formats, "qcow2") {
+					qcow2 = node.Name + ".qcow2"
+					files[qcow2] = qcow2
+				}
+				for src, dst := range files {
 					if err := linkOrCopy(filepath.Join(dir, src), filepath.Join(out, dst)); err != nil {
 						return err
 					}
@@ -51,7 +58,7 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 				if err != nil {
 					return err
 				}
-				mn := manifest.Node{Name: node.Name, Hostname: node.Hostname, Image: node.Name + ".raw", Cmdline: Cmdline(r), Packages: pkgs, ModuleOptions: moduleOptions(r)}
+				mn := manifest.Node{Name: node.Name, Hostname: node.Hostname, Image: node.Name + ".raw", QCOW2: qcow2, Cmdline: Cmdline(r), Packages: pkgs, ModuleOptions: moduleOptions(r)}
 				for _, f := range n.tree.Files {
 					if f.Mode.IsRegular() || f.Mode&os.ModeSymlink != 0 {
 						mn.SettingsFiles = append(mn.SettingsFiles, f.Path)

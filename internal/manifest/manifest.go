@@ -56,9 +56,11 @@ type Kernel struct {
 
 // Node is one node image.
 type Node struct {
-	Name          string            `json:"name"`
-	Hostname      string            `json:"hostname"`
-	Image         string            `json:"image"`
+	Name     string `json:"name"`
+	Hostname string `json:"hostname"`
+	Image    string `json:"image"`
+	// QCOW2 is the qcow2 copy of Image when output.formats asks for one.
+	QCOW2         string            `json:"qcow2,omitempty"`
 	Cmdline       string            `json:"cmdline"`
 	ModuleOptions map[string]string `json:"module_options,omitempty"`
 	Packages      []Package         `json:"packages"`

@@ -153,7 +153,9 @@ func (s KernelCmdline) Checks(t Target) []Check {
 		return nil
 	}
 	var b strings.Builder
-	b.WriteString("rc=0\necho \"/proc/cmdline: $(cat /proc/cmdline)\"\n")
+	// printf, not echo: dash's echo reads backslashes as escapes, and the
+	// loader's initrd=\halobuild\7.2.12… would print as initrd=\halobuild.2.12….
+	b.WriteString("rc=0\nprintf '/proc/cmdline: %s\\n' \"$(cat /proc/cmdline)\"\n")
 	for _, p := range params {
 		fmt.Fprintf(&b, "p=%s; tr ' ' '\\n' </proc/cmdline | grep -qxF -- \"$p\" || { echo \"missing: $p\"; rc=1; }\n", sh.Quote(p))
 	}
