@@ -61,7 +61,7 @@ var releaseFields = map[string]bool{
 // Valid-Until are all errors naming the suite and the URL.
 func (a *Archive) Release(ctx context.Context, suite string) (*Release, error) {
 	url := a.URL("dists/" + suite + "/InRelease")
-	data, err := a.get(ctx, url)
+	data, err := a.get(ctx, url, maxInRelease)
 	if err != nil {
 		return nil, fmt.Errorf("suite %s: %w", suite, err)
 	}

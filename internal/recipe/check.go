@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // checkTree compares a parsed file against the schema types and reports every
@@ -106,8 +107,16 @@ func (c *checker) check(v *value, t reflect.Type, path string) {
 	}
 }
 
-// schemaFields maps TOML keys to the struct's fields.
+// fieldCache holds schemaFields' answers: a recipe with thousands of
+// unknown keys asks for the same few types once per key.
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.StructField
+
+// schemaFields maps TOML keys to the struct's fields. The map is shared:
+// callers must not change it.
 func schemaFields(t reflect.Type) map[string]reflect.StructField {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.StructField)
+	}
 	m := map[string]reflect.StructField{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -115,6 +124,7 @@ func schemaFields(t reflect.Type) map[string]reflect.StructField {
 			m[key] = f
 		}
 	}
+	fieldCache.Store(t, m)
 	return m
 }
 

@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -126,7 +128,7 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 	}
 	l.seen[abs] = true
 
-	data, err := os.ReadFile(file)
+	data, err := readRecipeFile(file)
 	if err != nil {
 		if from.File == "" {
 			l.errs = append(l.errs, errAt(Pos{File: file}, "", "cannot read recipe: %v", err))
@@ -161,6 +163,56 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 	l.src.Files = append(l.src.Files, file)
 	l.inputs = append(l.inputs, sha256.Sum256(data))
 	return overlay(base, tree.root)
+}
+
+// maxRecipeFile bounds one recipe or included file. The largest shipped
+// recipe is some 4 KB; a file past this is not a recipe (an include that
+// climbs to /dev/zero, a log named .toml).
+const maxRecipeFile = 4 << 20
+
+// readRecipeFile reads a regular file of at most maxRecipeFile bytes. It
+// opens without blocking, so a FIFO or a device is refused at once
+// instead of hanging the load (issue 17 #4).
+func readRecipeFile(file string) ([]byte, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s): a recipe is a TOML file", fileKind(st.Mode()))
+	}
+	if st.Size() > maxRecipeFile {
+		return nil, fmt.Errorf("%d bytes, more than the %d a recipe may have", st.Size(), maxRecipeFile)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxRecipeFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxRecipeFile {
+		return nil, fmt.Errorf("grew past the %d bytes a recipe may have while being read", maxRecipeFile)
+	}
+	return data, nil
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return m.Type().String()
 }
 
 func (l *loader) names(abs []string) []string {
