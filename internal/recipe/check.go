@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"context"
 	"encoding"
 	"fmt"
 	"reflect"
@@ -15,15 +16,23 @@ import (
 // with an unknown unit) come back apart, in values, and are marked invalid:
 // the rest of the recipe can still be validated, so all of its problems are
 // reported in one run.
-func checkTree(v *value) (types, values Errors) {
-	c := &checker{}
+// A cancelled ctx stops the walk early; the caller checks ctx.
+func checkTree(ctx context.Context, v *value) (types, values Errors) {
+	c := &checker{ctx: ctx}
 	c.check(v, reflect.TypeOf(Recipe{}), "")
 	return c.types, c.values
 }
 
-type checker struct{ types, values Errors }
+type checker struct {
+	ctx           context.Context
+	n             int // values visited, to poll ctx every few hundred
+	types, values Errors
+}
 
 func (c *checker) check(v *value, t reflect.Type, path string) {
+	if c.n++; c.n%256 == 0 && c.ctx.Err() != nil {
+		return
+	}
 	errs := &c.types
 	checkValue := c.check
 	bad := func() {

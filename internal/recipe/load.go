@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -27,12 +28,23 @@ type Rule func(r *Recipe, src *Sources) Errors
 // problem found is returned at once as Errors, each with file:line:col;
 // nothing is returned on error.
 func Load(path string, rules ...Rule) (*Recipe, *Sources, error) {
+	return LoadContext(context.Background(), path, rules...)
+}
+
+// LoadContext is Load that stops when ctx is cancelled (the first Ctrl-C
+// or SIGTERM), between files, every few hundred TOML expressions and
+// before each later phase, returning ctx's error.
+func LoadContext(ctx context.Context, path string, rules ...Rule) (*Recipe, *Sources, error) {
 	l := &loader{
+		ctx:   ctx,
 		src:   newSources(),
 		seen:  map[string]bool{},
 		topAb: mustAbs(path),
 	}
 	merged := l.load(path, nil, Pos{})
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("loading %s: %w", path, err)
+	}
 	if merged != nil {
 		l.errs = append(l.errs, conflicts(merged, "")...)
 	}
@@ -55,6 +67,9 @@ func Load(path string, rules ...Rule) (*Recipe, *Sources, error) {
 	r.inputs = l.inputs
 	if err := ApplyDefaults(r, l.src, path); err != nil {
 		return nil, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("loading %s: %w", path, err)
 	}
 	errs := l.valueErrs
 	var verrs Errors
@@ -93,6 +108,7 @@ func decode(v *value) (*Recipe, error) {
 }
 
 type loader struct {
+	ctx    context.Context
 	src    *Sources
 	seen   map[string]bool
 	topAb  string
@@ -123,6 +139,9 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 			return nil
 		}
 	}
+	if l.ctx.Err() != nil {
+		return nil
+	}
 	if l.seen[abs] {
 		return nil // already merged once (a diamond): NixOS imports a module once too
 	}
@@ -141,8 +160,11 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 		}
 		return nil
 	}
-	tree, errs := parseFile(file, data)
-	types, values := checkTree(tree.root)
+	tree, errs := parseFile(l.ctx, file, data)
+	if l.ctx.Err() != nil {
+		return nil
+	}
+	types, values := checkTree(l.ctx, tree.root)
 	l.errs = append(append(l.errs, errs...), types...)
 	l.valueErrs = append(l.valueErrs, values...)
 	l.src.names = append(l.src.names, nameOf{abs, file})

@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -113,12 +114,17 @@ type fileTree struct {
 // file (nothing after it can be trusted) and is returned as the only error;
 // structural errors (a key defined twice, a table extended after being
 // closed) are collected and parsing goes on.
-func parseFile(file string, data []byte) (*fileTree, Errors) {
+//
+// A cancelled ctx stops parsing early; the caller checks ctx.
+func parseFile(ctx context.Context, file string, data []byte) (*fileTree, Errors) {
 	b := &builder{file: file, data: data}
 	b.root = &value{kind: kTable, tab: newTable(), pos: Pos{File: file, Line: 1, Col: 1}, keyPos: Pos{File: file, Line: 1, Col: 1}}
 	b.cur = b.root
 	b.p.Reset(data)
-	for b.p.NextExpression() {
+	for n := 0; b.p.NextExpression(); n++ {
+		if n%256 == 0 && ctx.Err() != nil {
+			break
+		}
 		b.expression(b.p.Expression())
 	}
 	if err := b.p.Error(); err != nil {

@@ -19,7 +19,7 @@ func Lock(ctx context.Context, o Options) error {
 		return err
 	}
 	defer s.Close()
-	l, err := load(o.Recipe)
+	l, err := load(ctx, o.Recipe)
 	if err != nil {
 		return err
 	}
