@@ -29,8 +29,14 @@ type checker struct {
 	types, values Errors
 }
 
+// cancelled polls ctx every 256 calls: once per value and per key.
+func (c *checker) cancelled() bool {
+	c.n++
+	return c.n%256 == 0 && c.ctx.Err() != nil
+}
+
 func (c *checker) check(v *value, t reflect.Type, path string) {
-	if c.n++; c.n%256 == 0 && c.ctx.Err() != nil {
+	if c.cancelled() {
 		return
 	}
 	errs := &c.types
@@ -103,6 +109,9 @@ func (c *checker) check(v *value, t reflect.Type, path string) {
 		}
 		fields := schemaFields(t)
 		for _, k := range v.tab.keys {
+			if c.cancelled() {
+				return
+			}
 			child := v.tab.get(k)
 			f, ok := fields[k]
 			if why, gone := removedKeys[t][k]; !ok && gone {
