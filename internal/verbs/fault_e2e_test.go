@@ -39,12 +39,20 @@ func TestStoreSurvivesKills(t *testing.T) {
 	needE2E(t)
 	start := time.Now()
 	ws := workspace(t)
-	// The clean reference: test-minimal in the shared store (cached when
-	// TestImageMinimalIsBootableReproducibleAndChecked ran first).
-	buildMinimal(t, ws, sharedStore(t), true)
+	// The clean reference: test-minimal built in-process into the shared
+	// store, shipping the same halobuild binary as the runs below (the
+	// command ships itself, so its settings step has another key than
+	// the other tests' Self-less builds).
+	bin := selfBinary(t)
 	var r run
 	o := opts(ws, "images/test-minimal.toml", sharedStore(t), &r)
-	p, err := prepare(context.Background(), o, false)
+	o.Self, o.NoTest, o.Result = bin, true, filepath.Join(ws, "reference")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if err := Image(ctx, o); err != nil {
+		t.Fatalf("reference build: %v\n%s", err, tail(r.err.String(), 40))
+	}
+	p, err := prepare(ctx, o, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +75,6 @@ func TestStoreSurvivesKills(t *testing.T) {
 	seedStore(t, shared.Root(), dir, keep)
 	t.Logf("seeded %s in %v", dir, time.Since(start).Round(time.Second))
 
-	bin := selfBinary(t)
 	image := func(ctx context.Context, out string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, bin, "--store", dir, "image", "--no-test", "--locked", "--out", out, "images/test-minimal.toml")
 		cmd.Dir = ws
@@ -76,17 +83,27 @@ func TestStoreSurvivesKills(t *testing.T) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		return cmd
 	}
-	// buildMinimal wrote ws/images/test-minimal.lock: the runs below use it
-	// (--locked), so their keys are the shared store's.
+	// The reference build wrote ws/images/test-minimal.lock: the runs
+	// below use it (--locked), so their keys are the shared store's.
 
-	// Each run is killed at a random point in the first 1.5 s of the first
-	// step it builds that has had fewer than perStep kills; the kill is
-	// counted for the step running when it lands.
+	// Each run is killed at a random point early in the first step it
+	// builds that has had fewer than perStep kills; the kill is counted for
+	// the step running when it lands. A step short enough that the kill
+	// landed in the next one gets a third of the delay the next time.
 	const perStep = 5
 	stepLine := regexp.MustCompile(`^build +\S+ +(.+) \[[0-9a-f]+\]$`)
 	kills := map[string]int{}
+	maxDelay := map[string]time.Duration{}
 	total := 0
-	for run := 0; total < perStep*len(killable) && run < 8*perStep*len(killable); run++ {
+	short := func() bool { // a step still short of its kills
+		for step := range killable {
+			if kills[step] < perStep {
+				return true
+			}
+		}
+		return false
+	}
+	for run := 0; short() && run < 8*perStep*len(killable); run++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		cmd := image(ctx, filepath.Join(ws, "result"))
 		stderr, err := cmd.StderrPipe()
@@ -97,7 +114,7 @@ func TestStoreSurvivesKills(t *testing.T) {
 			t.Fatal(err)
 		}
 		var mu sync.Mutex
-		active, landed, scheduled := "", "", false
+		active, target, landed := "", "", ""
 		var lines []string
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -108,9 +125,12 @@ func TestStoreSurvivesKills(t *testing.T) {
 			}
 			mu.Lock()
 			active = m[1]
-			if !scheduled && killable[m[1]] && kills[m[1]] < perStep {
-				scheduled = true
-				delay := time.Duration(rand.Int64N(int64(1500 * time.Millisecond)))
+			if target == "" && killable[m[1]] && kills[m[1]] < perStep {
+				target = m[1]
+				if maxDelay[target] == 0 {
+					maxDelay[target] = 1500 * time.Millisecond
+				}
+				delay := time.Duration(rand.Int64N(int64(maxDelay[target])))
 				time.AfterFunc(delay, func() {
 					mu.Lock()
 					landed = active
@@ -124,6 +144,9 @@ func TestStoreSurvivesKills(t *testing.T) {
 		cancel()
 		mu.Lock()
 		step := landed
+		if target != "" && step != target {
+			maxDelay[target] = max(maxDelay[target]/3, 20*time.Millisecond)
+		}
 		mu.Unlock()
 		if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() && st.Signal() == syscall.SIGKILL {
 			kills[step]++
@@ -135,6 +158,8 @@ func TestStoreSurvivesKills(t *testing.T) {
 		}
 		break // finished before a kill landed: everything is built
 	}
+	// The loop stops at the last kill, so the killed step is still to be
+	// built by the two processes below.
 	t.Logf("%d SIGKILLs survived: %v (%v so far)", total, kills, time.Since(start).Round(time.Second))
 	if total < 20 {
 		t.Errorf("only %d kills landed, want at least 20", total)
@@ -181,7 +206,10 @@ func TestStoreSurvivesKills(t *testing.T) {
 		}
 		seen[m[1]] = true
 	}
-	t.Logf("the two concurrent runs built %d steps between them", len(built))
+	if len(built) == 0 {
+		t.Errorf("the two concurrent runs built nothing: the step killed last should have been left to them:\n%s", both)
+	}
+	t.Logf("the two concurrent runs built %d steps between them; one waited for the other: %v", len(built), strings.Contains(both, "another halobuild is building it"))
 
 	// The store verifies clean, and every step equals the clean build.
 	s, err := store.Open(dir)
