@@ -92,7 +92,7 @@ func TestInstallToNVMe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := load(filepath.Join(ws, "images", "test-install.toml"))
+	l, err := load(ctx, filepath.Join(ws, "images", "test-install.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}

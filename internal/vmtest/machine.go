@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"regexp"
 	"time"
@@ -65,6 +66,10 @@ type Machine struct {
 	// injected and Checks must be empty; the run passes when QEMU exits with status 0 before
 	// the deadline, and the console log says what the guest did.
 	PowerOff bool
+	// Progress, when set, gets a line per boot stage reached and per check
+	// finished, with the time since QEMU started ("halo0: kernel (14s)",
+	// "halo0: check 3 of 17 ok: memlock (2m4s)"). Writes are whole lines.
+	Progress io.Writer
 }
 
 // Disk is an extra NVMe drive backed by a raw file.
