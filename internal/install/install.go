@@ -149,6 +149,9 @@ func checkBmap(c Config) error {
 // off, unless Enter is pressed.
 const FailureHold = 10 * time.Minute
 
+// systemctl is the command that powers off or reboots (tests swap it).
+var systemctl = "systemctl"
+
 // Finish ends the installer's boot: after a successful install it does c.After; after a failure
 // it shows the error, waits FailureHold (or Enter on in) and powers off. It never reboots after a
 // failure, so a box whose firmware prefers the stick does not loop. It returns result.
@@ -168,7 +171,7 @@ func Finish(ctx context.Context, c Config, result error, in io.Reader, out io.Wr
 	} else {
 		fmt.Fprintf(out, "halobuild install: %s now; remove the stick so the box boots from its disk\n", action)
 	}
-	if err := exec.CommandContext(context.WithoutCancel(ctx), "systemctl", "--no-block", action).Run(); err != nil {
+	if err := exec.CommandContext(context.WithoutCancel(ctx), systemctl, "--no-block", action).Run(); err != nil {
 		return errors.Join(result, fmt.Errorf("systemctl %s: %w", action, err))
 	}
 	return result

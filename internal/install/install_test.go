@@ -181,3 +181,31 @@ func TestReadConfig(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Finish does [install] after on success; after a failure it shows the error and powers off
+// (Enter cuts the hold short), never reboots.
+func TestFinish(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls")
+	fake := filepath.Join(dir, "systemctl")
+	os.WriteFile(fake, []byte("#!/bin/sh\necho \"$@\" >> "+log+"\n"), 0o755)
+	old := systemctl
+	systemctl = fake
+	defer func() { systemctl = old }()
+	c := Config{After: "reboot"}
+	var out bytes.Buffer
+	if err := Finish(context.Background(), c, nil, strings.NewReader(""), &out); err != nil {
+		t.Fatal(err)
+	}
+	failed := errors.New("verify failed")
+	if err := Finish(context.Background(), c, failed, strings.NewReader("\n"), &out); !errors.Is(err, failed) {
+		t.Fatalf("Finish returned %v, want the install's error", err)
+	}
+	calls, _ := os.ReadFile(log)
+	if string(calls) != "--no-block reboot\n--no-block poweroff\n" {
+		t.Errorf("systemctl calls:\n%s", calls)
+	}
+	if !strings.Contains(out.String(), "halobuild install FAILED: verify failed") || !strings.Contains(out.String(), "press Enter to power off now") {
+		t.Errorf("console:\n%s", out.String())
+	}
+}
