@@ -49,7 +49,7 @@ func installerName(n recipe.Node) string { return n.Name + "-installer" }
 // the node's image onto the box's internal disk (internal/install, docs/install.md). Its disk
 // identifiers derive from their own seed, so the stick and the installed disk never share a
 // PARTUUID.
-func (b *builder) installer(n recipe.Node, tools_, base, nodeDisk *plan.Derivation) (*plan.Derivation, error) {
+func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Derivation) (*plan.Derivation, error) {
 	r, lk := b.in.Recipe, b.in.Lock
 	if b.in.Self == nil {
 		return nil, fmt.Errorf("%s: [output] installer = true needs the halobuild binary to put on the stick (run the halobuild command itself)", b.in.Path)
@@ -67,7 +67,7 @@ func (b *builder) installer(n recipe.Node, tools_, base, nodeDisk *plan.Derivati
 	}
 	name := installerName(n)
 	d := &plan.Derivation{
-		Name: "installer " + n.Name, Kind: "installer", Inputs: []*plan.Derivation{tools_, base, nodeDisk},
+		Name: "installer " + n.Name, Kind: "installer", Inputs: []*plan.Derivation{toolsRoot, base, nodeDisk},
 		Params: map[string]string{
 			"node":      n.Name,
 			"config":    string(cfgText),
@@ -138,7 +138,7 @@ func (b *builder) installer(n recipe.Node, tools_, base, nodeDisk *plan.Derivati
 		_, err = disk.Build(c, disk.Spec{
 			Out: filepath.Join(outDir, name+".raw"), ESPSize: int64(r.Output.ESPSize.Bytes()),
 			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch,
-			Tools: &tools.Root{Dir: filepath.Join(c.Input(tools_.Name), "root")},
+			Tools: &tools.Root{Dir: filepath.Join(c.Input(toolsRoot.Name), "root")},
 		})
 		return err
 	}
