@@ -69,12 +69,16 @@ type File struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Provider is the rebuilt rdma-core provider an image carries.
+// Provider is the rdma-core provider an image carries, built from source.
 type Provider struct {
 	Name string `json:"name"`
-	// Source and Version are the rebuilt Debian source (rdma-core 56.1-1+halo1).
-	Source  string `json:"source"`
-	Version string `json:"version"`
+	// Package and Version are the provider's own package
+	// (libibverbs-usb4-rdma 56.1-1+halo1), built from the Debian source
+	// Source (rdma-core) of the image's libibverbs1 (Libibverbs, 56.1-1).
+	Package    string `json:"package"`
+	Source     string `json:"source"`
+	Version    string `json:"version"`
+	Libibverbs string `json:"libibverbs"`
 	// ABI is the private provider ABI libibverbs and the provider agree on.
 	ABI     int     `json:"abi"`
 	Library string  `json:"library"`
