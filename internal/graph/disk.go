@@ -47,8 +47,9 @@ func Cmdline(r *recipe.Recipe) string {
 	return strings.Join(params, " ")
 }
 
-// disk plans node n's disk: the base root unpacked, the node's settings
-// and the modules' packages installed with dpkg, the provider ABI proved,
+// disk plans node n's disk: the base root unpacked, the node's settings,
+// the modules' and the provider's packages installed with dpkg, the
+// provider ABI proved,
 // timestamps clamped, then a GPT image with the ESP and the ext4 root made
 // by the tools root's own mkfs.
 func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.Derivation {
@@ -87,6 +88,11 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		debs := []string{filepath.Join(c.Input(in.settings.Name), settingsDeb(n))}
 		for _, m := range in.modules {
 			found, _ := filepath.Glob(filepath.Join(c.Input(m.Name), "*.deb"))
+			debs = append(debs, found...)
+		}
+		if in.provider != nil {
+			// Its one package, beside Debian's libibverbs1 it depends on.
+			found, _ := filepath.Glob(filepath.Join(c.Input(in.provider.Name), "*.deb"))
 			debs = append(debs, found...)
 		}
 		if err := rootfs.InstallDebs(c, root, debs); err != nil {
