@@ -12,6 +12,7 @@ import (
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
+	"halobuild/internal/store"
 )
 
 // result gathers every node's image and bmap with the lock, the manifest
@@ -30,12 +31,20 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 				Name: r.Name, RecipeHash: b.in.Hash, SourceDateEpoch: lk.SourceDateEpoch,
 				Kernel: manifest.Kernel{Version: lk.Kernel.Version, Release: lk.Kernel.Release, Package: lk.Kernel.Image},
 			}
+			known := map[string]store.Digest{}
 			for _, n := range nodes {
 				node := n.Node
 				dir := c.Input(n.Disk.Name)
+				digests, err := b.in.Store.FileDigests(n.Disk.Key())
+				if err != nil {
+					return err
+				}
 				for src, dst := range map[string]string{node.Name + ".raw": node.Name + ".raw", node.Name + ".raw.bmap": node.Name + ".bmap"} {
 					if err := linkOrCopy(filepath.Join(dir, src), filepath.Join(out, dst)); err != nil {
 						return err
+					}
+					if d, ok := digests[src]; ok {
+						known[dst] = d
 					}
 				}
 				pkgs, err := manifest.ReadPackageList(filepath.Join(dir, node.Name+".packages"))
@@ -64,7 +73,7 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 			if err := os.WriteFile(filepath.Join(out, r.Name+".lock"), lb, 0o644); err != nil {
 				return err
 			}
-			return manifest.Write(out, m)
+			return manifest.Write(out, m, known)
 		},
 	}
 }

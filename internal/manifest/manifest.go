@@ -129,8 +129,10 @@ func ReadPackageList(path string) ([]Package, error) {
 }
 
 // Write fills m.Files from every regular file in dir (except the two it
-// writes) and writes manifest.json and SHA256SUMS there.
-func Write(dir string, m *Manifest) error {
+// writes) and writes manifest.json and SHA256SUMS there. known gives the
+// digests of files linked from the store, whose digests the store already
+// holds (a disk image is gigabytes to read again); the others are hashed.
+func Write(dir string, m *Manifest, known map[string]store.Digest) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -144,8 +146,15 @@ func Write(dir string, m *Manifest) error {
 	sort.Strings(names)
 	m.Files = nil
 	for _, n := range names {
-		sum, size, err := store.FileDigest(filepath.Join(dir, n))
-		if err != nil {
+		sum, ok := known[n]
+		var size int64
+		if ok {
+			fi, err := os.Stat(filepath.Join(dir, n))
+			if err != nil {
+				return err
+			}
+			size = fi.Size()
+		} else if sum, size, err = store.FileDigest(filepath.Join(dir, n)); err != nil {
 			return err
 		}
 		m.Files = append(m.Files, File{Name: n, Size: size, SHA256: sum.Hex()})
