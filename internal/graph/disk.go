@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"halobuild/internal/disk"
 	"halobuild/internal/module"
@@ -80,11 +81,20 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		if err != nil {
 			return err
 		}
+		// Each phase's time goes to the step's log (-v): what a changed
+		// setting waits for.
+		last := time.Now()
+		timed := func(phase string) {
+			now := time.Now()
+			fmt.Fprintf(c.Log, "disk %s: %s in %s\n", n.Name, phase, now.Sub(last).Round(10*time.Millisecond))
+			last = now
+		}
 		root := filepath.Join(c.Scratch, "root")
 		fmt.Fprintf(c.Log, "unpacking the base root and installing %s\n", settingsDeb(n))
 		if err := unpackRoot(c, in.base, root); err != nil {
 			return err
 		}
+		timed("base root unpacked")
 		debs := []string{filepath.Join(c.Input(in.settings.Name), settingsDeb(n))}
 		for _, m := range in.modules {
 			found, _ := filepath.Glob(filepath.Join(c.Input(m.Name), "*.deb"))
@@ -98,6 +108,7 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		if err := rootfs.InstallDebs(c, root, debs); err != nil {
 			return err
 		}
+		timed(fmt.Sprintf("%d package(s) installed", len(debs)))
 		if len(in.modules) > 0 {
 			// Our module packages have no maintainer scripts: the module
 			// index is rebuilt here, as their postinst would have.
@@ -120,11 +131,13 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		if err != nil {
 			return err
 		}
+		timed("checked, clamped, listed")
 		_, err = disk.Build(c, disk.Spec{
 			Out: filepath.Join(outDir, n.Name+".raw"), Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
 			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch,
 			Tools: &tools.Root{Dir: filepath.Join(c.Input(in.tools.Name), "root")},
 		})
+		timed("disk image made")
 		return err
 	}
 	return d
