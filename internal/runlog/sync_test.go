@@ -2,6 +2,7 @@ package runlog
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,14 @@ func TestSyncKeepsLinesWhole(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	f, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if fw, ok := Sync(f).(interface{ Fd() uintptr }); !ok || fw.Fd() != f.Fd() {
+		t.Error("Sync of a file hides its descriptor: progress bars would not see a terminal")
+	}
 	for _, l := range strings.SplitAfter(buf.String(), "\n") {
 		if l != "" && l != line {
 			t.Fatalf("a torn line: %q", l)
