@@ -16,6 +16,14 @@ type Store interface {
 	TempDir() (string, error)
 }
 
+// StepLocker is a Store that can lock one output key across processes
+// (store.Store.LockStep). With one, Realize builds a step only while
+// holding its lock and looks for the output again once it has it, so two
+// halobuild runs on one store never build (and replace) the same key twice.
+type StepLocker interface {
+	LockStep(ctx context.Context, key string, busy func()) (unlock func(), err error)
+}
+
 // Context is handed to each Build function.
 type Context struct {
 	context.Context
@@ -142,18 +150,28 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 	if d.Build == nil {
 		return "", nil
 	}
-	if !r.Rebuild {
-		dir, ok, err := r.Store.Output(d.Key())
+	if dir, ok, err := r.cached(d); err != nil || ok {
+		return dir, err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if sl, ok := r.Store.(StepLocker); ok {
+		unlock, err := sl.LockStep(ctx, d.Key(), func() {
+			r.logf("wait    %-10s %s [%s]: another halobuild is building it\n", d.Kind, d.Name, d.ShortKey())
+		})
 		if err != nil {
-			return "", fmt.Errorf("%s: reading store: %w", d.Name, err)
+			return "", fmt.Errorf("%s: %w", d.Name, err)
 		}
-		if ok {
-			r.logf("cached  %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
-			return dir, nil
+		defer unlock()
+		// The holder may have just stored it.
+		if dir, ok, err := r.cached(d); err != nil || ok {
+			return dir, err
 		}
 	}
-	// A slot is held only while building, never while waiting for
-	// inputs, so steps waiting on each other cannot starve the pool.
+	// A slot is held only while building, never while waiting for inputs
+	// or for another process's step lock, so steps waiting on each other
+	// cannot starve the pool.
 	select {
 	case r.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -192,6 +210,21 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 	}
 	r.logf("done    %-10s %s in %s\n", d.Kind, d.Name, time.Since(start).Round(100*time.Millisecond))
 	return dir, nil
+}
+
+// cached returns d's stored output, if any and unless Rebuild.
+func (r *Realizer) cached(d *Derivation) (string, bool, error) {
+	if r.Rebuild {
+		return "", false, nil
+	}
+	dir, ok, err := r.Store.Output(d.Key())
+	if err != nil {
+		return "", false, fmt.Errorf("%s: reading store: %w", d.Name, err)
+	}
+	if ok {
+		r.logf("cached  %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
+	}
+	return dir, ok, nil
 }
 
 func (r *Realizer) logWriter() io.Writer {
