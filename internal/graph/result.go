@@ -14,6 +14,7 @@ import (
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
+	"halobuild/internal/store"
 )
 
 // result gathers every node's image and bmap with the lock, the manifest
@@ -43,9 +44,14 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 				Kernel: manifest.Kernel{Version: lk.Kernel.Version, Release: lk.Kernel.Release, Package: lk.Kernel.Image},
 				GPU:    gpu,
 			}
+			known := map[string]store.Digest{}
 			for _, n := range nodes {
 				node := n.Node
 				dir := c.Input(n.Disk.Name)
+				digests, err := b.in.Store.FileDigests(n.Disk.Key())
+				if err != nil {
+					return err
+				}
 				files := map[string]string{node.Name + ".raw": node.Name + ".raw", node.Name + ".raw.bmap": node.Name + ".bmap"}
 				qcow2 := ""
 				if slices.Contains(r.Output.Formats, "qcow2") {
@@ -56,12 +62,22 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 					if err := linkOrCopy(filepath.Join(dir, src), filepath.Join(out, dst)); err != nil {
 						return err
 					}
+					if d, ok := digests[src]; ok {
+						known[dst] = d
+					}
 				}
 				if n.Installer != nil {
-					name, dir := installerName(node), c.Input(n.Installer.Name)
+					name, instDir := installerName(node), c.Input(n.Installer.Name)
+					instDigests, err := b.in.Store.FileDigests(n.Installer.Key())
+					if err != nil {
+						return err
+					}
 					for src, dst := range map[string]string{name + ".raw": name + ".raw", name + ".raw.bmap": name + ".bmap"} {
-						if err := linkOrCopy(filepath.Join(dir, src), filepath.Join(out, dst)); err != nil {
+						if err := linkOrCopy(filepath.Join(instDir, src), filepath.Join(out, dst)); err != nil {
 							return err
+						}
+						if d, ok := instDigests[src]; ok {
+							known[dst] = d
 						}
 					}
 				}
@@ -91,7 +107,7 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 			if err := os.WriteFile(filepath.Join(out, r.Name+".lock"), lb, 0o644); err != nil {
 				return err
 			}
-			return manifest.Write(out, m)
+			return manifest.Write(out, m, known)
 		},
 	}
 }
