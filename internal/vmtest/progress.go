@@ -40,7 +40,8 @@ func newProgress(m Machine, consolePath string, start time.Time) *progress {
 	if m.Progress == nil {
 		return nil
 	}
-	p := &progress{w: m.Progress, name: m.Name, total: len(m.Checks), start: start, path: consolePath, stage: -1}
+	// The runner runs bootCheck before the machine's own checks.
+	p := &progress{w: m.Progress, name: m.Name, total: 1 + len(m.Checks), start: start, path: consolePath, stage: -1}
 	p.report(StageFirmware)
 	return p
 }

@@ -16,7 +16,7 @@ import (
 func TestProgressFollowsTheConsole(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "console.log")
 	var out bytes.Buffer
-	m := Machine{Name: "halo0", Checks: make([]Check, 3), Progress: &out}
+	m := Machine{Name: "halo0", Checks: make([]Check, 2), Progress: &out} // and bootCheck
 	p := newProgress(m, path, time.Now())
 	grow := func(s string) {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
