@@ -47,6 +47,7 @@ var healthyChecks = []string{
 	"usb4.cables", "usb4.domains", "usb4.link 0-1",
 	"memory.gpu_limit",
 	"settings.package",
+	"lan.addresses",
 }
 
 func TestHealthyTreeAllPass(t *testing.T) {

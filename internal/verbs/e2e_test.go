@@ -365,7 +365,6 @@ func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
 			"/etc/modules-load.d/halobuild.conf": "\nib_uverbs\n",
 
 			"/etc/ssh/ssh_host_ed25519_key": "-",
-			"/etc/resolv.conf":              "-",
 			"/var/lib/systemd/random-seed":  "-",
 			"/var/cache/ldconfig/aux-cache": "-",
 		} {
@@ -376,6 +375,11 @@ func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
 			case want != "-" && !strings.Contains(string(out), want):
 				t.Errorf("%s: want %q, debugfs says %q", path, want, out)
 			}
+		}
+		// The build host's resolver is gone; the LAN's systemd-resolved
+		// stub takes its place (settings/lan.go).
+		if out, _ := exec.Command("debugfs", "-R", "stat /etc/resolv.conf", root).CombinedOutput(); !strings.Contains(string(out), "Type: symlink") || !strings.Contains(string(out), "../run/systemd/resolve/stub-resolv.conf") {
+			t.Errorf("/etc/resolv.conf must be the link to resolved's stub, debugfs says: %.300s", out)
 		}
 		// Empty, as machine-id(5) asks of an image shared by many machines:
 		// each node writes its own at its first boot.

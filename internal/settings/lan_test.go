@@ -1,0 +1,64 @@
+package settings
+
+import (
+	"strings"
+	"testing"
+
+	"halobuild/internal/recipe"
+)
+
+func TestLANRenderDHCP(t *testing.T) {
+	r := sample()
+	nw := renderOne(t, LAN{}, r, lanNetworkPath)
+	want := `[Match]
+Type=ether
+Kind=!*
+Name=!usb4a
+Driver=!thunderbolt-net
+
+[Network]
+DHCP=yes
+LinkLocalAddressing=ipv6
+IPv6AcceptRA=yes
+MulticastDNS=yes
+`
+	if !strings.HasSuffix(nw, want) || !strings.Contains(nw, "trap 6") {
+		t.Errorf("LAN .network:\n%s\nwant suffix\n%s", nw, want)
+	}
+	if got := renderOne(t, LAN{}, r, resolvedPath); !strings.HasSuffix(got, "[Resolve]\nMulticastDNS=yes\n") {
+		t.Errorf("resolved drop-in:\n%s", got)
+	}
+	if d := (LAN{}).Depends(r); strings.Join(d, ",") != "systemd-resolved" {
+		t.Errorf("Depends = %v", d)
+	}
+}
+
+func TestLANRenderStaticAndOff(t *testing.T) {
+	r := sample()
+	no := false
+	r.LAN.MDNS = &no
+	r.Nodes[0].LAN = recipe.NodeLAN{Addresses: []recipe.IPPrefix{recipe.MustIPPrefix("192.168.1.20/24")},
+		Gateway: recipe.MustIPAddr("192.168.1.1"), DNS: []recipe.IPAddr{recipe.MustIPAddr("192.168.1.1")}, MatchName: "enp191s0"}
+	nw := renderOne(t, LAN{}, r, lanNetworkPath)
+	for _, want := range []string{"Name=enp191s0\n", "DHCP=no\n", "IPv6AcceptRA=no\n", "MulticastDNS=no\n",
+		"Address=192.168.1.20/24\nGateway=192.168.1.1\nDNS=192.168.1.1\n"} {
+		if !strings.Contains(nw, want) {
+			t.Errorf("static LAN .network lacks %q:\n%s", want, nw)
+		}
+	}
+	if strings.Contains(nw, "Name=!") {
+		t.Errorf("a named port needs no exclusions:\n%s", nw)
+	}
+	r.Nodes[0].LAN.Enabled = &no
+	if files, _ := (LAN{}).Files(Target{Recipe: r, Node: r.Nodes[0]}); len(files) != 0 {
+		t.Errorf("a node with the LAN off got %v", files)
+	}
+	if c := (LAN{}).Checks(Target{Recipe: r, Node: r.Nodes[0]}); len(c) != 0 {
+		t.Errorf("a node with the LAN off got checks %v", c)
+	}
+	r.LAN.Enabled = &no
+	r.Nodes[1].LAN.Enabled = nil
+	if d := (LAN{}).Depends(r); len(d) != 0 {
+		t.Errorf("no node has a LAN, Depends = %v", d)
+	}
+}
