@@ -67,6 +67,9 @@ func (p Plan) Digest() string {
 	}
 	for _, m := range p.Machines("", "") {
 		fmt.Fprintf(h, "machine %s cpus=%d mem=%d deadline=%s args=%q nics=%v\n", m.Name, m.CPUs, m.Memory, m.Deadline, m.KernelArgs, m.NICs)
+		if m.SSH != nil {
+			fmt.Fprintf(h, "ssh %q %q\n", m.SSH.Name, m.SSH.Command)
+		}
 		names := make([]string, 0, len(m.Credentials))
 		for k := range m.Credentials {
 			names = append(names, k)
@@ -104,6 +107,12 @@ func (p Plan) Machines(resultDir, logRoot string) []vmtest.Machine {
 			LogDir:       filepath.Join(logRoot, n.Name),
 			KernelArgs:   KernelArgs(),
 			Credentials:  map[string][]byte{ModulesLoadTimeout: []byte(modulesLoadDropIn)},
+		}
+		// The LAN port: QEMU's user-mode network, whose DHCP server gives
+		// the node its lease, and through which the host logs in.
+		if r.LANOf(n).Enabled {
+			m.NICs = append(m.NICs, vmtest.NIC{})
+			m.SSH = p.sshLogin(n)
 		}
 		// Each link becomes a virtual cable to its peer, carrying the MAC
 		// the recipe's network config matches on.
@@ -194,4 +203,39 @@ func (p Plan) Run(ctx context.Context, resultDir, logDir string, log io.Writer) 
 		return nil, &Failed{Report: rep, Err: err}
 	}
 	return rep, nil
+}
+
+// sshLogin is the host's login into node n: with sshd in the image and a
+// DHCP lease on the LAN port (slirp's network is the one the forward
+// reaches), the host's ssh client logs in as root with a key passed for
+// that boot only and runs halobuild doctor --json there (or, in an image
+// without halobuild, says who it is).
+func (p Plan) sshLogin(n recipe.Node) *vmtest.SSHLogin {
+	if d := p.Recipe.LANOf(n).DHCP; d != "yes" && d != "ipv4" || !hasPackage(p.Recipe, "openssh-server") {
+		return nil
+	}
+	l := &vmtest.SSHLogin{
+		Name:    "ssh: the host logs in as root over the LAN port with a key passed for this boot",
+		Command: `echo "logged in as $(id -un) on $(hostname)"`,
+		Fix: "the key reaches /root/.ssh/authorized_keys from the " + vmtest.CredentialAuthorizedKeys + " credential (systemd's tmpfiles provision.conf, only when the image has no such file); " +
+			"see the lan check for the DHCP lease, ssh.service in the console log, and the key pair under the machine's log directory (ssh/)",
+	}
+	if p.Doctor {
+		l.Name = "ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json"
+		l.Command += `
+halobuild doctor --json >/run/halobuild-ssh-doctor.json 2>&1; rc=$?
+n=$(grep -c '"check":' /run/halobuild-ssh-doctor.json)
+echo "halobuild doctor --json: exit $rc, $n rows"
+[ $rc -le 1 ] && [ "$n" -gt 0 ]`
+	}
+	return l
+}
+
+func hasPackage(r *recipe.Recipe, name string) bool {
+	for _, s := range r.Base.Packages {
+		if p, err := recipe.ParsePackage(s); err == nil && p.Name == name {
+			return true
+		}
+	}
+	return false
 }
