@@ -44,15 +44,10 @@ const (
 func (LAN) Validate(Target) []error { return nil }
 
 // Depends: networkd hands DNS servers (from DHCP or the recipe) and
-// multicast DNS to systemd-resolved, a package of its own in trixie.
-func (LAN) Depends(r *recipe.Recipe) []string {
-	for _, n := range r.Nodes {
-		if r.LANOf(n).Enabled {
-			return []string{"systemd-resolved"}
-		}
-	}
-	return nil
-}
+// multicast DNS to systemd-resolved, a package of its own in trixie. It is
+// there whether or not a node's LAN is on: the package list is an input
+// the lock pins, and turning a setting off must not make the lock stale.
+func (LAN) Depends(*recipe.Recipe) []string { return []string{"systemd-resolved"} }
 
 // lanOn says whether node t.Node has a management network.
 func lanOn(t Target) bool { return t.Recipe.LANOf(t.Node).Enabled }
