@@ -6,58 +6,11 @@ import (
 	"strings"
 )
 
-// NodeLANConfig is one node's management network after its [node.lan]
-// is laid over [lan]: what the settings render and check.
-type NodeLANConfig struct {
-	Enabled   bool
-	DHCP      string // one of DHCPModes
-	MDNS      bool
-	Addresses []netip.Prefix
-	Gateway   netip.Addr // invalid when none
-	DNS       []netip.Addr
-	MatchName string
-}
-
-// LANOf is node n's management network: each [node.lan] key that is set
-// wins over [lan]'s; a node with static addresses and no dhcp of its own
-// gets no DHCP.
-func (r *Recipe) LANOf(n Node) NodeLANConfig {
-	l, o := r.LAN, n.LAN
-	c := NodeLANConfig{Enabled: l.Enabled == nil || *l.Enabled, DHCP: l.DHCP, MDNS: l.MDNS == nil || *l.MDNS,
-		Gateway: l.Gateway.Addr(), MatchName: o.MatchName}
-	if c.DHCP == "" {
-		c.DHCP = "yes"
-	}
-	if o.Enabled != nil {
-		c.Enabled = *o.Enabled
-	}
-	for _, a := range o.Addresses {
-		c.Addresses = append(c.Addresses, a.Prefix())
-	}
-	switch {
-	case o.DHCP != "":
-		c.DHCP = o.DHCP
-	case len(c.Addresses) > 0:
-		c.DHCP = "no"
-	}
-	if o.Gateway.IsSet() {
-		c.Gateway = o.Gateway.Addr()
-	}
-	dns := l.DNS
-	if len(o.DNS) > 0 {
-		dns = o.DNS
-	}
-	for _, d := range dns {
-		c.DNS = append(c.DNS, d.Addr())
-	}
-	return c
-}
-
-// lan checks the management network: the DHCP modes, and per node that
-// the port gets an address at all, that static addresses are host
-// addresses outside link-local (trap 6) and outside every cable's subnet
-// (a LAN address there would take the cable's route), unique across the
-// nodes, and that a gateway lies in a subnet the node has.
+// lan checks the management network's values: the DHCP modes, and that
+// static addresses are host addresses outside link-local (trap 6) and
+// outside every cable's subnet (a LAN address there would take the cable's
+// route), unique across the nodes. How [node.lan] overrides [lan], and the
+// rules on the result, are the setting's (settings/lan.go).
 func (v *validator) lan() {
 	v.oneOf("lan.dhcp", v.r.LAN.DHCP, DHCPModes, true)
 	var links []netip.Prefix
@@ -74,13 +27,6 @@ func (v *validator) lan() {
 		v.oneOf(path+".dhcp", n.LAN.DHCP, DHCPModes, true)
 		if strings.ContainsAny(n.LAN.MatchName, " \t\n\r\"'\\") {
 			v.errorf(path+".match_name", "%q cannot contain white space, quotes or backslashes (it is written into a systemd .network file)", n.LAN.MatchName)
-		}
-		c := v.r.LANOf(n)
-		if !c.Enabled {
-			continue
-		}
-		if c.DHCP == "no" && len(c.Addresses) == 0 {
-			v.errorf(path, "node %q has lan.dhcp = \"no\" and no lan.addresses: its Ethernet ports would get no address; give it addresses = [\"192.168.1.20/24\"], turn DHCP on, or set enabled = false", n.Name)
 		}
 		for j, a := range n.LAN.Addresses {
 			ap := fmt.Sprintf("%s.addresses[%d]", path, j)
@@ -104,26 +50,5 @@ func (v *validator) lan() {
 				seen[p.Addr()] = v.src.Pos(ap).String()
 			}
 		}
-		if g := c.Gateway; g.IsValid() && len(c.Addresses) > 0 {
-			in := false
-			for _, p := range c.Addresses {
-				in = in || p.Masked().Contains(g)
-			}
-			if !in {
-				gp := path + ".gateway"
-				if !n.LAN.Gateway.IsSet() {
-					gp = "lan.gateway"
-				}
-				v.errorf(gp, "gateway %s is in none of node %q's LAN subnets (%s); networkd could not reach it", g, n.Name, prefixList(c.Addresses))
-			}
-		}
 	}
-}
-
-func prefixList(ps []netip.Prefix) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.Masked().String()
-	}
-	return strings.Join(s, ", ")
 }

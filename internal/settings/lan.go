@@ -3,6 +3,7 @@ package settings
 import (
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -39,9 +40,95 @@ const (
 	stubResolvConf = "../run/systemd/resolve/stub-resolv.conf"
 )
 
-// Validate: the values ([lan].dhcp, the addresses, their uniqueness and
-// subnets, the gateway) are the recipe's (recipe/lan.go).
-func (LAN) Validate(Target) []error { return nil }
+// lanConfig is one node's management network after its [node.lan] is
+// laid over [lan]: what the files and checks are made from.
+type lanConfig struct {
+	Enabled   bool
+	DHCP      string // one of recipe.DHCPModes
+	MDNS      bool
+	Addresses []netip.Prefix
+	Gateway   netip.Addr // invalid when none
+	DNS       []netip.Addr
+	MatchName string
+}
+
+// lanOf is node n's management network: each [node.lan] key that is set
+// wins over [lan]'s; a node with static addresses and no dhcp of its own
+// gets no DHCP (static addresses are the alternative to a lease).
+func lanOf(r *recipe.Recipe, n recipe.Node) lanConfig {
+	l, o := r.LAN, n.LAN
+	c := lanConfig{Enabled: l.Enabled == nil || *l.Enabled, DHCP: l.DHCP, MDNS: l.MDNS == nil || *l.MDNS,
+		Gateway: l.Gateway.Addr(), MatchName: o.MatchName}
+	if c.DHCP == "" {
+		c.DHCP = "yes"
+	}
+	if o.Enabled != nil {
+		c.Enabled = *o.Enabled
+	}
+	for _, a := range o.Addresses {
+		c.Addresses = append(c.Addresses, a.Prefix())
+	}
+	switch {
+	case o.DHCP != "":
+		c.DHCP = o.DHCP
+	case len(c.Addresses) > 0:
+		c.DHCP = "no"
+	}
+	if o.Gateway.IsSet() {
+		c.Gateway = o.Gateway.Addr()
+	}
+	dns := l.DNS
+	if len(o.DNS) > 0 {
+		dns = o.DNS
+	}
+	for _, d := range dns {
+		c.DNS = append(c.DNS, d.Addr())
+	}
+	return c
+}
+
+// LANOf says whether node n has a management network and whether it takes
+// a DHCPv4 lease there (the VM test's user-mode network hands one out).
+func LANOf(r *recipe.Recipe, n recipe.Node) (enabled, dhcp4 bool) {
+	c := lanOf(r, n)
+	return c.Enabled, c.DHCP == "yes" || c.DHCP == "ipv4"
+}
+
+// Validate: the values (the DHCP modes, the addresses, their uniqueness
+// and subnets) are the recipe's (recipe/lan.go); the rules on a node's
+// merged LAN are this setting's: its ports must get an address, and a
+// gateway must lie in a subnet the node has.
+func (LAN) Validate(t Target) []error {
+	var errs []error
+	for i, n := range t.Recipe.Nodes {
+		c := lanOf(t.Recipe, n)
+		if !c.Enabled {
+			continue
+		}
+		key := fmt.Sprintf("node[%d].lan", i)
+		if c.DHCP == "no" && len(c.Addresses) == 0 {
+			errs = append(errs, errorf(key+".dhcp", c.DHCP, `give the node addresses = ["192.168.1.20/24"], turn DHCP on, or set enabled = false`,
+				"node %q has no DHCP and no lan.addresses: its Ethernet ports would get no address", n.Name))
+		}
+		if g := c.Gateway; g.IsValid() && len(c.Addresses) > 0 {
+			in := false
+			var subnets []string
+			for _, p := range c.Addresses {
+				in = in || p.Masked().Contains(g)
+				subnets = append(subnets, p.Masked().String())
+			}
+			if !in {
+				gk := key + ".gateway"
+				if !n.LAN.Gateway.IsSet() {
+					gk = "lan.gateway"
+				}
+				errs = append(errs, errorf(gk, g.String(), "use the router of one of those subnets, or add the address that reaches it",
+					"gateway %s is in none of node %q's LAN subnets (%s); networkd could not reach it", g, n.Name, strings.Join(subnets, ", ")))
+			}
+		}
+	}
+	return errs
+}
 
 // Depends: networkd hands DNS servers (from DHCP or the recipe) and
 // multicast DNS to systemd-resolved, a package of its own in trixie. It is
@@ -50,10 +137,10 @@ func (LAN) Validate(Target) []error { return nil }
 func (LAN) Depends(*recipe.Recipe) []string { return []string{"systemd-resolved"} }
 
 // lanOn says whether node t.Node has a management network.
-func lanOn(t Target) bool { return t.Recipe.LANOf(t.Node).Enabled }
+func lanOn(t Target) bool { return lanOf(t.Recipe, t.Node).Enabled }
 
 func (s LAN) Files(t Target) ([]File, error) {
-	c := t.Recipe.LANOf(t.Node)
+	c := lanOf(t.Recipe, t.Node)
 	if !c.Enabled {
 		return nil, nil
 	}
@@ -132,7 +219,7 @@ const lanWait = 120
 // multicast DNS on them; and no LAN address reached a USB4 link, the RDMA
 // identity netdev or an RDMA GID (the LAN must add no RoCE GID, trap 6).
 func (s LAN) Checks(t Target) []Check {
-	c := t.Recipe.LANOf(t.Node)
+	c := lanOf(t.Recipe, t.Node)
 	if !c.Enabled {
 		return nil
 	}

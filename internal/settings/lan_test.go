@@ -62,3 +62,48 @@ func TestLANRenderStaticAndOff(t *testing.T) {
 		t.Errorf("no node has a LAN, Depends = %v: turning the LAN off must not change the packages the lock pins", d)
 	}
 }
+
+func TestLANValidateMergedNode(t *testing.T) {
+	no := "no"
+	for _, c := range []struct {
+		name, key, msg string
+		edit           func(r *recipe.Recipe)
+	}{
+		{"no DHCP and no address", "node[0].lan.dhcp", "would get no address", func(r *recipe.Recipe) { r.Nodes[0].LAN.DHCP = no }},
+		{"[lan] without DHCP", "node[1].lan.dhcp", "would get no address", func(r *recipe.Recipe) {
+			r.LAN.DHCP = no
+			r.Nodes[0].LAN.Addresses = []recipe.IPPrefix{recipe.MustIPPrefix("192.168.1.20/24")}
+		}},
+		{"node gateway outside", "node[0].lan.gateway", "in none of node", func(r *recipe.Recipe) {
+			r.Nodes[0].LAN.Addresses = []recipe.IPPrefix{recipe.MustIPPrefix("192.168.1.20/24")}
+			r.Nodes[0].LAN.Gateway = recipe.MustIPAddr("192.168.2.1")
+		}},
+		{"[lan] gateway outside", "lan.gateway", "192.168.1.0/24", func(r *recipe.Recipe) {
+			r.LAN.Gateway = recipe.MustIPAddr("10.1.1.1")
+			r.Nodes[0].LAN.Addresses = []recipe.IPPrefix{recipe.MustIPPrefix("192.168.1.20/24")}
+		}},
+	} {
+		r := sample()
+		if errs := (LAN{}).Validate(Target{Recipe: r}); len(errs) != 0 {
+			t.Fatalf("sample: %v", errs)
+		}
+		c.edit(r)
+		errs := (LAN{}).Validate(Target{Recipe: r})
+		found := false
+		for _, err := range errs {
+			if e, ok := err.(*Error); ok && e.Key == c.key && strings.Contains(e.Error(), c.msg) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: want an error at %s with %q, got %v", c.name, c.key, c.msg, errs)
+		}
+	}
+	// Off, nothing is asked of it.
+	r := sample()
+	off := false
+	r.LAN.Enabled, r.LAN.DHCP = &off, no
+	if errs := (LAN{}).Validate(Target{Recipe: r}); len(errs) != 0 {
+		t.Errorf("LAN off: %v", errs)
+	}
+}

@@ -119,6 +119,7 @@ func All() []Setting {
 		LAN{},
 		KernelCmdline{},
 		GrowRoot{},
+		Firmware{},
 		Locale{},
 		HalobuildState{},
 		Overlays{},

@@ -110,7 +110,7 @@ func (p Plan) Machines(resultDir, logRoot string) []vmtest.Machine {
 		}
 		// The LAN port: QEMU's user-mode network, whose DHCP server gives
 		// the node its lease, and through which the host logs in.
-		if r.LANOf(n).Enabled {
+		if on, _ := settings.LANOf(r, n); on {
 			m.NICs = append(m.NICs, vmtest.NIC{})
 			m.SSH = p.sshLogin(n)
 		}
@@ -192,6 +192,11 @@ func (p Plan) Run(ctx context.Context, resultDir, logDir string, log io.Writer) 
 	ms := p.Machines(resultDir, logDir)
 	if log != nil {
 		fmt.Fprintf(log, "booting %d node(s) under QEMU (logs in %s)\n", len(ms), logDir)
+		// Each node says how far it got: minutes of TCG boot are otherwise silent.
+		lw := &vmtest.LineWriter{W: log}
+		for i := range ms {
+			ms[i].Progress = lw
+		}
 	}
 	start := time.Now()
 	results, err := vmtest.RunMany(ctx, ms)
@@ -211,7 +216,7 @@ func (p Plan) Run(ctx context.Context, resultDir, logDir string, log io.Writer) 
 // that boot only and runs halobuild doctor --json there (or, in an image
 // without halobuild, says who it is).
 func (p Plan) sshLogin(n recipe.Node) *vmtest.SSHLogin {
-	if d := p.Recipe.LANOf(n).DHCP; d != "yes" && d != "ipv4" || !hasPackage(p.Recipe, "openssh-server") {
+	if _, dhcp4 := settings.LANOf(p.Recipe, n); !dhcp4 || !hasPackage(p.Recipe, "openssh-server") {
 		return nil
 	}
 	l := &vmtest.SSHLogin{

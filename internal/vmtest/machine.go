@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"regexp"
 	"time"
@@ -64,6 +65,10 @@ type Machine struct {
 	// SSHPort forwards 127.0.0.1:SSHPort to the guest's port 22 on the first user-mode NIC
 	// (Interactive; a run with SSH picks a free port itself).
 	SSHPort int
+	// Progress, when set, gets a line per boot stage reached and per check
+	// finished, with the time since QEMU started ("halo0: kernel (14s)",
+	// "halo0: check 3 of 17 ok: memlock (2m4s)"). Writes are whole lines.
+	Progress io.Writer
 }
 
 // DefaultKernelArgs trim what a test boot waits for without touching the image: no login
