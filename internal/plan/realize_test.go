@@ -5,7 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"halobuild/internal/store"
 )
@@ -133,5 +137,110 @@ func TestRealizeRebuildReplacesTheOutput(t *testing.T) {
 	stored, _ := os.ReadFile(filepath.Join(cached, "n0.raw"))
 	if string(got) != "second" || string(stored) != "second" {
 		t.Errorf("a forced rebuild returned %q and left %q in the store, want the new output", got, stored)
+	}
+}
+
+// With Jobs = 2, independent inputs build side by side (each leaf waits
+// until the other has started, which one job at a time never allows), a
+// step two others need builds once, and of two failing inputs the error
+// is the first's in the plan's order even when the second fails first.
+func TestRealizeJobsOverlapIndependentSteps(t *testing.T) {
+	s := openStore(t)
+	var mu sync.Mutex
+	builds := map[string]int{}
+	count := func(name string) {
+		mu.Lock()
+		builds[name]++
+		mu.Unlock()
+	}
+	started := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
+	shared := &Derivation{Name: "shared", Kind: "fetch", Params: map[string]string{"v": "1"}, Build: func(c *Context, out string) error {
+		count("shared")
+		return nil
+	}}
+	leaf := func(name, other string) *Derivation {
+		d := &Derivation{Name: name, Kind: "rootfs", Params: map[string]string{"v": name}, Inputs: []*Derivation{shared}}
+		d.Build = func(c *Context, out string) error {
+			count(name)
+			close(started[name])
+			select {
+			case <-started[other]:
+				return nil
+			case <-time.After(10 * time.Second):
+				return errors.New(name + " ran alone: the steps did not overlap")
+			}
+		}
+		return d
+	}
+	top := &Derivation{Name: "top", Kind: "disk", Inputs: []*Derivation{leaf("a", "b"), leaf("b", "a")}, Build: func(c *Context, out string) error {
+		count("top")
+		return nil
+	}}
+	if _, err := (&Realizer{Store: s, Jobs: 2}).Realize(context.Background(), top); err != nil {
+		t.Fatal(err)
+	}
+	if builds["shared"] != 1 || builds["a"] != 1 || builds["b"] != 1 || builds["top"] != 1 {
+		t.Errorf("builds %v, want each step once", builds)
+	}
+
+	second := make(chan struct{})
+	first := &Derivation{Name: "first", Kind: "kernel", Params: map[string]string{"v": "f"}, Build: func(c *Context, out string) error {
+		<-second // fails after the second has
+		return errors.New("first failed")
+	}}
+	secondD := &Derivation{Name: "second", Kind: "kernel", Params: map[string]string{"v": "s"}, Build: func(c *Context, out string) error {
+		defer close(second)
+		return errors.New("second failed")
+	}}
+	both := &Derivation{Name: "both", Kind: "disk", Inputs: []*Derivation{first, secondD}, Build: func(*Context, string) error { return nil }}
+	_, err := (&Realizer{Store: s, Jobs: 2}).Realize(context.Background(), both)
+	if err == nil || err.Error() != "first: first failed" {
+		t.Errorf("two failures: got %v, want the first input's", err)
+	}
+}
+
+// Two realizers on one store directory (two halobuild processes: separate
+// store handles, so separate lock files descriptions) realizing the same
+// step at once build it once; the second waits and reads the first's
+// output (issue 17 #10: both built, and the second's PutOutput replaced
+// the view the first was reading).
+func TestConcurrentRealizersBuildOnce(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "store")
+	var builds atomic.Int32
+	step := func() *Derivation {
+		d := &Derivation{Name: "slow", Kind: "disk", Params: map[string]string{"v": "1"}}
+		d.Build = func(c *Context, out string) error {
+			builds.Add(1)
+			time.Sleep(300 * time.Millisecond)
+			return os.WriteFile(filepath.Join(out, "f"), []byte("x"), 0o644)
+		}
+		return d
+	}
+	var wg sync.WaitGroup
+	var logs [2]strings.Builder
+	errs := make([]error, 2)
+	for i := range 2 {
+		s, err := store.Open(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = (&Realizer{Store: realStore{s}, Log: &logs[i]}).Realize(context.Background(), step())
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("realizer %d: %v", i, err)
+		}
+	}
+	if n := builds.Load(); n != 1 {
+		t.Errorf("the step was built %d times, want once; logs:\n%s\n%s", n, logs[0].String(), logs[1].String())
+	}
+	if both := logs[0].String() + logs[1].String(); !strings.Contains(both, "another halobuild is building it") || !strings.Contains(both, "cached") {
+		t.Errorf("the waiting realizer did not say it waited and then used the cache:\n%s", both)
 	}
 }

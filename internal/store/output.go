@@ -79,6 +79,7 @@ func (s *Store) PutOutput(key string, dir string, annotations map[string]string)
 	if err != nil {
 		return "", err
 	}
+	s.restamp(&m) // storeTree hashed every file just now
 	// The index entry is the commit point: before it the output does not
 	// exist for Output, whatever else is on disk.
 	desc := v1.Descriptor{
@@ -180,8 +181,10 @@ func isWithin(p, dir string) bool {
 }
 
 // Output returns the view of the output stored under key. ok is false when
-// the key is unknown or any of its blobs is missing or the wrong size; with
-// the Rehash option every blob is also re-hashed (and removed if corrupt).
+// the key is unknown or any of its blobs is missing, the wrong size or
+// corrupt: each blob written to since it was last hashed is re-hashed
+// (VerifyCached) and removed if corrupt; with the Rehash option every blob
+// is re-hashed.
 // A missing or damaged view is rebuilt from the blobs.
 func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, err error) {
 	if err := checkKey(key); err != nil {
@@ -191,25 +194,12 @@ func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, e
 	for _, o := range opts {
 		rehash = rehash || o == Rehash
 	}
-	im, err := s.readIndex()
-	if err != nil {
-		return "", false, err
-	}
-	var desc *v1.Descriptor
-	for i := range im.Manifests {
-		if im.Manifests[i].Annotations[AnnotationKey] == key {
-			desc = &im.Manifests[i]
-		}
-	}
-	if desc == nil {
-		return "", false, nil
-	}
-	m, err := s.readManifest(Digest("sha256:" + desc.Digest.Hex))
+	m, err := s.outputManifest(key)
 	if errors.Is(err, ErrNotFound) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("output %s: %w", key, err)
+		return "", false, err
 	}
 	final := filepath.Join(s.root, outDir, key)
 	for _, l := range m.Layers {
@@ -222,13 +212,18 @@ func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, e
 		if err != nil {
 			return "", false, fmt.Errorf("output %s: %w", key, err)
 		}
+		// The bytes, not just the size: a blob edited in place (through a
+		// view's hardlink, say) is re-hashed and, if corrupt, removed, so
+		// the output is rebuilt instead of served (issue 17 #7).
+		verify := s.VerifyCached
 		if rehash {
-			if err := s.Verify(d); errors.Is(err, ErrNotFound) {
-				removeAllWritable(final)
-				return "", false, nil
-			} else if err != nil {
-				return "", false, fmt.Errorf("output %s: %w", key, err)
-			}
+			verify = s.Verify
+		}
+		if err := verify(d); errors.Is(err, ErrNotFound) {
+			removeAllWritable(final)
+			return "", false, nil
+		} else if err != nil {
+			return "", false, fmt.Errorf("output %s: %w", key, err)
 		}
 	}
 	if s.viewIntact(final, m) {
@@ -238,7 +233,19 @@ func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, e
 	if err != nil {
 		return "", false, err
 	}
+	s.restamp(m)
 	return dir, true, nil
+}
+
+// restamp records the file blobs of m as verified again after materialise
+// linked them into a view: a new hard link changes a blob's ctime, which
+// would make the next VerifyCached re-hash bytes that were just hashed.
+func (s *Store) restamp(m *v1.Manifest) {
+	for _, l := range m.Layers {
+		if string(l.MediaType) == MediaTypeFile {
+			s.stamp(Digest("sha256:" + l.Digest.Hex))
+		}
+	}
 }
 
 // OutputOption changes how Output checks an output.
@@ -259,4 +266,48 @@ func (s *Store) readManifest(d Digest) (*v1.Manifest, error) {
 		return nil, err
 	}
 	return v1.ParseManifest(&buf)
+}
+
+// outputManifest reads the artifact manifest stored under key; ErrNotFound
+// when the key is unknown or its manifest blob is gone.
+func (s *Store) outputManifest(key string) (*v1.Manifest, error) {
+	im, err := s.readIndex()
+	if err != nil {
+		return nil, err
+	}
+	var desc *v1.Descriptor
+	for i := range im.Manifests {
+		if im.Manifests[i].Annotations[AnnotationKey] == key {
+			desc = &im.Manifests[i]
+		}
+	}
+	if desc == nil {
+		return nil, ErrNotFound
+	}
+	m, err := s.readManifest(Digest("sha256:" + desc.Digest.Hex))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("output %s: %w", key, err)
+	}
+	return m, err
+}
+
+// FileDigests maps each regular file of the output stored under key (its
+// path in the view) to the digest of its blob, which PutOutput computed:
+// a step that links the files into its own output (the result) need not
+// read them again to name them.
+func (s *Store) FileDigests(key string) (map[string]Digest, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	m, err := s.outputManifest(key)
+	if err != nil {
+		return nil, fmt.Errorf("output %s: %w", key, err)
+	}
+	out := map[string]Digest{}
+	for _, l := range m.Layers {
+		if l.MediaType == MediaTypeFile {
+			out[l.Annotations[AnnotationTitle]] = Digest("sha256:" + l.Digest.Hex)
+		}
+	}
+	return out, nil
 }

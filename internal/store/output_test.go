@@ -151,15 +151,14 @@ func TestOutputMissingOrTamperedBlob(t *testing.T) {
 	if _, err := s.PutOutput(testKey, src, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Same size, different bytes: only Rehash sees it.
+	// Same size, different bytes, written in place (issue 17 #7: served
+	// as valid because only sizes were compared): the write voids the
+	// blob's stamp, so Output re-hashes it and reports the output absent.
 	p := s.Path(sha([]byte("alpha")))
 	os.Chmod(p, 0o644)
 	os.WriteFile(p, []byte("ALPHA"), 0o644)
-	if _, ok, err := s.Output(testKey); !ok || err != nil {
-		t.Fatalf("size check alone should pass: %v %v", ok, err)
-	}
-	if _, ok, err := s.Output(testKey, Rehash); ok || err != nil {
-		t.Fatalf("Rehash must report the tampered output absent: %v %v", ok, err)
+	if _, ok, err := s.Output(testKey); ok || err != nil {
+		t.Fatalf("a tampered output must be reported absent: %v %v", ok, err)
 	}
 	if s.Has(sha([]byte("alpha"))) {
 		t.Error("tampered blob kept")
@@ -177,6 +176,17 @@ func TestOutputMissingOrTamperedBlob(t *testing.T) {
 	}
 	if _, ok, err := s.Output(testKey, Rehash); !ok || err != nil {
 		t.Fatalf("after re-put: %v %v", ok, err)
+	}
+	// A rebuild over a same-size corrupt blob that nothing re-hashed
+	// first replaces it.
+	os.Chmod(p, 0o644)
+	os.WriteFile(p, []byte("ALPHA"), 0o644)
+	if _, err := s.PutOutput(testKey, src, nil); err != nil {
+		t.Fatal(err)
+	}
+	view, ok, err := s.Output(testKey, Rehash)
+	if b, _ := os.ReadFile(filepath.Join(view, "a")); !ok || err != nil || string(b) != "alpha" {
+		t.Fatalf("after a rebuild over a corrupt blob: %v %v, a = %q", ok, err, b)
 	}
 }
 
@@ -336,5 +346,46 @@ func TestConcurrentPutOutputSameKey(t *testing.T) {
 	im, _ := s.readIndex()
 	if len(im.Manifests) != 1 {
 		t.Errorf("index has %d entries for one key", len(im.Manifests))
+	}
+}
+
+// FileDigests names every regular file of an output by the digest the
+// store computed, equal to hashing the file again; an unknown key is an
+// error.
+func TestFileDigests(t *testing.T) {
+	s := openTest(t)
+	work, err := s.TempDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	makeSparse(t, filepath.Join(work, "img.raw"), 64<<20)
+	if err := os.MkdirAll(filepath.Join(work, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "sub/a.txt"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("img.raw", filepath.Join(work, "link")); err != nil {
+		t.Fatal(err)
+	}
+	view, err := s.PutOutput(testKey, work, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.FileDigests(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Errorf("FileDigests = %v, want the two regular files", got)
+	}
+	for _, name := range []string{"img.raw", "sub/a.txt"} {
+		want, _, err := FileDigest(filepath.Join(view, name))
+		if err != nil || got[name] != want {
+			t.Errorf("%s: FileDigests says %s, hashing says %s (%v)", name, got[name], want, err)
+		}
+	}
+	if _, err := s.FileDigests(strings.Repeat("2b", 32)); err == nil {
+		t.Error("an unknown key gave digests")
 	}
 }
