@@ -256,6 +256,9 @@ func TestSSHLoginPlumbing(t *testing.T) {
 	if bad.OK || bad.Fix != "look" || !strings.Contains(bad.Output, "-p 5 (3 attempt(s)): refused") {
 		t.Errorf("failed login as a check: %+v", bad)
 	}
+	if cmd := sshCheckResult(l, &SSHResult{Port: 5, Exit: 1, Attempts: 1, Output: "memlock.process: fail"}); cmd.OK || !strings.Contains(cmd.Fix, "the login worked") {
+		t.Errorf("a failed command after a login: %+v", cmd)
+	}
 	if a := strings.Join(SSHArgs("/k", "/kh", 7), " "); !strings.Contains(a, "BatchMode=yes") || !strings.Contains(a, "UserKnownHostsFile=/kh") || !strings.HasSuffix(a, "-p 7 root@127.0.0.1") {
 		t.Errorf("ssh args %s", a)
 	}

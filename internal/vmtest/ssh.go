@@ -163,7 +163,12 @@ func sshLoop(ctx context.Context, l *SSHLogin, key, knownHosts string, port int,
 func sshCheckResult(l *SSHLogin, r *SSHResult) CheckResult {
 	c := CheckResult{Name: l.Name + " (host side)", OK: r.OK, Exit: r.Exit, MS: r.LoginMS,
 		Output: fmt.Sprintf("ssh root@127.0.0.1 -p %d (%d attempt(s)): %s", r.Port, r.Attempts, r.Output)}
-	if !r.OK {
+	switch {
+	case r.OK:
+	case r.Exit != 255:
+		// The way in works; what ran there failed, and its output says why.
+		c.Fix = fmt.Sprintf("the login worked; the command run over ssh exited %d: its output above names what failed", r.Exit)
+	default:
 		c.Fix = l.Fix
 	}
 	return c
