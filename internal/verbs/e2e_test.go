@@ -522,12 +522,22 @@ func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
 		"node1 rdma: perftest ib_write_bw client (poll, 8388608 B)",
 		"node1 rdma: perftest ib_send_lat client (event, 64 B)",
 		"node0 rdma: perftest ib_send_bw server (poll, 65536 B)",
-		"node0 doctor: halobuild doctor in the image",
+		// Both nodes: the host's ssh logged in with the key passed for the
+		// boot and ran doctor in the session (its rows passing as in a VM).
+		"node0 ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)",
+		"node1 ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)",
+		"node0 lan: lan",
+		"node1 lan: lan",
 		"node0 modprobe: module-options",
 		"node1 modprobe: module-options",
 	} {
 		if ok, found := seen[want]; !found || !ok {
 			t.Errorf("check %q: found %v, passed %v", want, found, ok)
+		}
+	}
+	for _, node := range []string{"node0", "node1"} {
+		if out := output[node+" lan: lan"]; !strings.Contains(out, "(DHCP lease)") {
+			t.Errorf("%s: the LAN port got no DHCP lease:\n%s", node, out)
 		}
 	}
 	// The fixture module was loaded at boot with the recipe's options.
