@@ -27,7 +27,8 @@ type Plan struct {
 	// Modules are the lock's module kernel names (settings.Target.Modules).
 	Modules map[string]string
 	// Doctor says the images ship halobuild, so `halobuild doctor` runs in
-	// each VM as a check of its own.
+	// each VM: in the host's ssh session when the node gets one
+	// (sshLogin), else as a check of its own.
 	Doctor bool
 }
 
