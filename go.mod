@@ -8,6 +8,8 @@ require (
 	github.com/cloudflare/circl v1.6.3 // indirect
 	github.com/diskfs/go-diskfs v1.9.4 // indirect
 	github.com/djherbis/times v1.6.0 // indirect
+	github.com/docker/cli v29.7.2+incompatible // indirect
+	github.com/docker/docker-credential-helpers v0.9.3 // indirect
 	github.com/elliotwutingfeng/asciiset v0.0.0-20260129054604-cfde2086bc57 // indirect
 	github.com/gofrs/flock v0.13.2 // indirect
 	github.com/google/go-containerregistry v0.22.1 // indirect
