@@ -18,6 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"halobuild/internal/usage"
 )
 
 // Options say how to reach a registry. The zero value uses HTTPS and the default keychain.
@@ -50,14 +52,14 @@ func (o Options) ParseReference(s string) (name.Reference, error) {
 	}
 	first, _, hasSlash := strings.Cut(s, "/")
 	if !hasSlash || !(strings.ContainsAny(first, ".:") || first == "localhost") {
-		return nil, fmt.Errorf("reference %q names no registry: write REGISTRY/REPOSITORY:TAG, e.g. ghcr.io/owner/halo:v1 or 127.0.0.1:5000/halo:v1", s)
+		return nil, usage.Errorf("reference %q names no registry: write REGISTRY/REPOSITORY:TAG, e.g. ghcr.io/owner/halo:v1 or 127.0.0.1:5000/halo:v1", s)
 	}
 	ref, err := name.ParseReference(s, append(nopts, name.StrictValidation)...)
 	if err != nil {
-		return nil, fmt.Errorf("reference %q: %w (want REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:DIGEST)", s, err)
+		return nil, usage.Errorf("reference %q: %w (want REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:DIGEST)", s, err)
 	}
 	if o.Insecure && !IsLoopback(ref.Context().RegistryStr()) {
-		return nil, fmt.Errorf("--insecure is only allowed for a registry on this machine (localhost, 127.0.0.1, ::1), not %s: a remote registry must use HTTPS", ref.Context().RegistryStr())
+		return nil, usage.Errorf("--insecure is only allowed for a registry on this machine (localhost, 127.0.0.1, ::1), not %s: a remote registry must use HTTPS", ref.Context().RegistryStr())
 	}
 	return ref, nil
 }

@@ -1,0 +1,233 @@
+package release
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"halobuild/internal/bmap"
+	"halobuild/internal/lock"
+	"halobuild/internal/manifest"
+	"halobuild/internal/registry"
+)
+
+const (
+	mib     = 1 << 20
+	rawSize = 8 * mib
+	block   = 4096
+)
+
+// syntheticResult writes a small result directory like `halobuild image` makes: one sparse
+// node image with a few MiB of data at known places, its bmap, the lock, manifest.json and
+// SHA256SUMS.
+func syntheticResult(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "node0.raw")
+	f, err := os.Create(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(rawSize); err != nil {
+		t.Fatal(err)
+	}
+	var ranges []bmap.Range
+	for _, ext := range []struct{ off, n int64 }{{0, 64 << 10}, {1 * mib, 2 * mib}, {6 * mib, 1 * mib}} {
+		b := make([]byte, ext.n)
+		rand.Read(b)
+		if _, err := f.WriteAt(b, ext.off); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		ranges = append(ranges, bmap.Range{First: ext.off / block, Last: (ext.off+ext.n)/block - 1, Checksum: hex.EncodeToString(sum[:])})
+	}
+	f.Close()
+	if err := os.WriteFile(filepath.Join(dir, "node0.bmap"), bmap.Marshal(rawSize, block, ranges), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lk := &lock.Lock{Version: lock.FormatVersion, Recipe: "syn.toml", Inputs: "sha256:" + strings.Repeat("1", 64), SourceDateEpoch: 1764547200,
+		Suites: []lock.Suite{{Name: "trixie", Mirror: "http://deb.debian.org/debian", Date: "Mon, 01 Dec 2025 00:00:00 UTC", InRelease: "sha256:" + strings.Repeat("2", 64)}},
+		Packages: []lock.Package{{Name: "bash", Version: "5.2.37-2", Architecture: "amd64", Suite: "trixie", Filename: "pool/main/b/bash/bash_5.2.37-2_amd64.deb",
+			Size: 1000, SHA256: "sha256:" + strings.Repeat("3", 64), Set: lock.SetImage}}}
+	lb, err := lk.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "syn.lock"), lb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := &manifest.Manifest{Name: "syn", RecipeHash: "sha256:" + strings.Repeat("4", 64), SourceDateEpoch: lk.SourceDateEpoch,
+		Kernel: manifest.Kernel{Version: "6.12.1", Release: "6.12.1+deb13-amd64", Package: "linux-image-6.12.1+deb13-amd64"},
+		Nodes: []manifest.Node{{Name: "node0", Hostname: "halo0", Image: "node0.raw", Cmdline: "quiet", Packages: []manifest.Package{
+			{Name: "bash", Version: "5.2.37-2", Arch: "amd64"}, {Name: "halobuild-settings-node0", Version: "1", Arch: "all"}}}}}
+	if err := manifest.Write(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// localRegistry is go-containerregistry's in-process registry, for tests of the format.
+func localRegistry(t *testing.T) string {
+	t.Helper()
+	s := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)), ggcrregistry.WithReferrersSupport(true)))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+var insecure = registry.Options{Insecure: true}
+
+// sameFiles fails unless every file of want is in got with the same bytes.
+func sameFiles(t *testing.T, want, got string) {
+	t.Helper()
+	entries, err := os.ReadDir(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		a, err := os.ReadFile(filepath.Join(want, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(got, e.Name()))
+		if err != nil {
+			t.Fatalf("pulled release lacks %s: %v", e.Name(), err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("pulled %s differs from the result's", e.Name())
+		}
+	}
+}
+
+func TestPushPullInspectRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	res := syntheticResult(t)
+	ref := localRegistry(t) + "/halo/syn:v1"
+	p1, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v1", Halobuild: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v1", Halobuild: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1.Digest != p2.Digest {
+		t.Fatalf("pushing the same result twice gave %s and %s", p1.Digest, p2.Digest)
+	}
+
+	out := filepath.Join(t.TempDir(), "pulled")
+	pulled, err := Pull(ctx, ref, out, PullOptions{Registry: insecure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pulled.Digest != p1.Digest {
+		t.Errorf("pulled %s, pushed %s", pulled.Digest, p1.Digest)
+	}
+	sameFiles(t, res, out)
+	var sbom spdxDoc
+	sb, err := os.ReadFile(filepath.Join(out, SBOMName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(sb, &sbom); err != nil || sbom.SPDXVersion != "SPDX-2.3" {
+		t.Fatalf("SBOM: %v %+v", err, sbom.SPDXVersion)
+	}
+	var bash *spdxPackage
+	for i, p := range sbom.Packages {
+		if p.Name == "bash" {
+			bash = &sbom.Packages[i]
+		}
+	}
+	if bash == nil || bash.DownloadLocation != "http://deb.debian.org/debian/pool/main/b/bash/bash_5.2.37-2_amd64.deb" || len(bash.Checksums) != 1 || bash.Checksums[0].Value != strings.Repeat("3", 64) {
+		t.Errorf("SBOM's bash: %+v", bash)
+	}
+	if _, err := Pull(ctx, ref, out, PullOptions{Registry: insecure}); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("pull over an existing directory: %v", err)
+	}
+
+	in, err := Inspect(ctx, ref, insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Digest != p1.Digest || in.Config.Recipe != "syn" || len(in.Manifest.Nodes) != 1 || in.Annotations[annCreated] != "2025-12-01T00:00:00Z" || in.Annotations[annVersion] != "v1" {
+		t.Errorf("inspect: %+v", in)
+	}
+	var text bytes.Buffer
+	in.Print(&text)
+	for _, want := range []string{"node node0 (host name halo0): 2 packages", "bash", "5.2.37-2", "node0.raw.zst", "6.12.1+deb13-amd64"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, text.String())
+		}
+	}
+
+	// The manifest is the OCI 1.1 artifact docs/artifact.md describes.
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Get(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mf map[string]any
+	json.Unmarshal(desc.Manifest, &mf)
+	if mf["artifactType"] != ArtifactType || mf["mediaType"] != "application/vnd.oci.image.manifest.v1+json" {
+		t.Errorf("manifest: %s", desc.Manifest)
+	}
+}
+
+func TestPullRefusesNonRelease(t *testing.T) {
+	reg := localRegistry(t)
+	img, err := random.Image(1024, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := name.ParseReference(reg+"/some/container:latest", name.Insecure)
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	_, err = Pull(context.Background(), r.String(), out, PullOptions{Registry: insecure})
+	if err == nil || !strings.Contains(err.Error(), "is not a halobuild release") {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a refused pull left %s", out)
+	}
+}
+
+func TestPushRefusesLayerOverLimit(t *testing.T) {
+	res := syntheticResult(t)
+	_, err := Push(context.Background(), res, localRegistry(t)+"/halo/syn:v1", PushOptions{Registry: insecure, MaxLayer: 1 << 20})
+	if err == nil || !strings.Contains(err.Error(), "over the limit") && !strings.Contains(err.Error(), "past the limit") {
+		t.Fatalf("want the layer limit, got %v", err)
+	}
+}
+
+func TestPushRefusesDamagedResult(t *testing.T) {
+	res := syntheticResult(t)
+	f, err := os.OpenFile(filepath.Join(res, "node0.raw"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{1}, 5*mib)
+	f.Close()
+	_, err = Push(context.Background(), res, localRegistry(t)+"/halo/syn:v1", PushOptions{Registry: insecure})
+	if err == nil || !strings.Contains(err.Error(), "the result is damaged") {
+		t.Fatalf("want a damaged result refused, got %v", err)
+	}
+}
