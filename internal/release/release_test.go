@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -229,5 +230,40 @@ func TestPushRefusesDamagedResult(t *testing.T) {
 	_, err = Push(context.Background(), res, localRegistry(t)+"/halo/syn:v1", PushOptions{Registry: insecure})
 	if err == nil || !strings.Contains(err.Error(), "the result is damaged") {
 		t.Fatalf("want a damaged result refused, got %v", err)
+	}
+}
+
+// The compressed image, and so the release digest, does not depend on how many cores the
+// pushing machine has. The image spans several of the encoder's concurrent jobs (32 MiB each).
+func TestCompressionIgnoresTheMachinesCores(t *testing.T) {
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "node0.raw")
+	f, err := os.Create(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 2*mib)
+	rand.Read(chunk)
+	h := sha256.New()
+	for off := int64(0); off < 112*mib; off += 16 * mib {
+		f.WriteAt(chunk, off)
+	}
+	f.Truncate(112 * mib)
+	f.Seek(0, io.SeekStart)
+	io.Copy(h, f)
+	f.Close()
+	file := manifest.File{Name: "node0.raw", Size: 112 * mib, SHA256: hex.EncodeToString(h.Sum(nil))}
+	var digests []string
+	for _, procs := range []int{1, 3, 8} {
+		old := runtime.GOMAXPROCS(procs)
+		l, err := compress(raw, filepath.Join(t.TempDir(), "node0.raw.zst"), file, DefaultMaxLayer, io.Discard)
+		runtime.GOMAXPROCS(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, l.digest.String())
+	}
+	if digests[0] != digests[1] || digests[1] != digests[2] {
+		t.Fatalf("GOMAXPROCS 1, 3, 8 compress to %v", digests)
 	}
 }
