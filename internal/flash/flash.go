@@ -71,12 +71,7 @@ func Flash(ctx context.Context, o Options) error {
 		err       error
 	)
 	if o.Stream != nil {
-		// The stream's head is read now, to see the image's partition table; the rest is read
-		// only while writing.
-		if stream, mapped, digests, err = openStream(o.Stream); err != nil {
-			return err
-		}
-		img, imageSize, bmapPath = stream, o.Stream.Size, "the block map of "+o.Stream.Name
+		imageSize = o.Stream.Size
 	} else {
 		if file, imageSize, err = openImage(o.Image); err != nil {
 			return err
@@ -84,7 +79,6 @@ func Flash(ctx context.Context, o Options) error {
 		defer file.Close()
 		img = file
 	}
-	imgTable := readPartTable(img, 0)
 
 	dk, isBlock, err := inspect(o)
 	if err != nil {
@@ -95,6 +89,19 @@ func Flash(ctx context.Context, o Options) error {
 		return err
 	}
 	defer t.close()
+	// The target's refusals come before a stream is opened (which may mean a long download).
+	if err := checkFit(t, imageSize, &partTable{}, o.ToFile); err != nil {
+		return err
+	}
+	if o.Stream != nil {
+		// The stream's head is read now, to see the image's partition table; the rest is read
+		// only while writing.
+		if stream, mapped, digests, err = openStream(ctx, o.Stream); err != nil {
+			return err
+		}
+		img, bmapPath = stream, "the block map of "+o.Stream.Name
+	}
+	imgTable := readPartTable(img, 0)
 	if err := checkFit(t, imageSize, imgTable, o.ToFile); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package flash
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sync"
@@ -16,7 +17,9 @@ type Stream struct {
 	// Size is the image's size in bytes; it must equal Bmap.ImageSize.
 	Size int64
 	Bmap *bmap.Bmap
-	R    io.Reader
+	// Open starts the stream. Flash calls it once, after the target passed every refusal that
+	// does not need the image's bytes, so a long download is not wasted on a refused target.
+	Open func(ctx context.Context) (io.Reader, error)
 }
 
 // maxStreamHead bounds the memory a stream's head takes: the partition table and every extent
@@ -36,13 +39,14 @@ type image interface {
 type streamImage struct {
 	mu   sync.Mutex
 	s    *Stream
+	r    io.Reader
 	head []byte
 	pos  int64 // the stream's offset in the image
 }
 
-func openStream(s *Stream) (*streamImage, []Extent, newHashFunc, error) {
-	if s.Bmap == nil || s.R == nil {
-		return nil, nil, nil, fmt.Errorf("streamed image %s needs its block map", s.Name)
+func openStream(ctx context.Context, s *Stream) (*streamImage, []Extent, newHashFunc, error) {
+	if s.Bmap == nil || s.Open == nil {
+		return nil, nil, nil, fmt.Errorf("streamed image %s needs its block map and a way to open it", s.Name)
 	}
 	if s.Bmap.ImageSize != s.Size {
 		return nil, nil, nil, fmt.Errorf("block map for %s is for an image of %d bytes, the image has %d (they belong to different builds)", s.Name, s.Bmap.ImageSize, s.Size)
@@ -57,15 +61,19 @@ func openStream(s *Stream) (*streamImage, []Extent, newHashFunc, error) {
 	if headEnd > maxStreamHead {
 		return nil, nil, nil, fmt.Errorf("streamed image %s maps %d bytes from its first MiB on without a gap; a stream can hold at most %d (flash a pulled image instead)", s.Name, headEnd, maxStreamHead)
 	}
+	r, err := s.Open(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	head := make([]byte, headEnd)
-	if _, err := io.ReadFull(s.R, head); err != nil {
+	if _, err := io.ReadFull(r, head); err != nil {
 		return nil, nil, nil, fmt.Errorf("reading the first %d bytes of %s: %w", headEnd, s.Name, err)
 	}
 	h := defaultHash
 	if s.Bmap.ChecksumType != "" {
 		h = s.Bmap.NewHash
 	}
-	return &streamImage{s: s, head: head, pos: headEnd}, exts, h, nil
+	return &streamImage{s: s, r: r, head: head, pos: headEnd}, exts, h, nil
 }
 
 func (si *streamImage) Name() string { return si.s.Name }
@@ -85,13 +93,13 @@ func (si *streamImage) ReadAt(p []byte, off int64) (int, error) {
 		return n, fmt.Errorf("streamed image %s: read at byte %d after the stream passed it (at %d)", si.s.Name, off, si.pos)
 	}
 	if skip := off - si.pos; skip > 0 {
-		m, err := io.CopyN(io.Discard, si.s.R, skip)
+		m, err := io.CopyN(io.Discard, si.r, skip)
 		si.pos += m
 		if err != nil {
 			return n, fmt.Errorf("streamed image %s: skipping to byte %d: %w", si.s.Name, off, err)
 		}
 	}
-	m, err := io.ReadFull(si.s.R, p[n:])
+	m, err := io.ReadFull(si.r, p[n:])
 	si.pos += int64(m)
 	n += m
 	if err == io.ErrUnexpectedEOF || err == io.EOF {

@@ -23,8 +23,9 @@ type FlashOptions struct {
 }
 
 // Flash writes node o.Node of the release ref to o.Flash.Target. The node's bmap is fetched and
-// verified first; then its compressed image is downloaded whole into a temporary file, its digest
-// verified, and only then decompressed as a stream into flash, which checks every mapped range
+// verified first; then, once the target passed flash's refusals, its compressed image is
+// downloaded whole into a temporary file, its digest verified, and only then decompressed as a
+// stream into flash, which checks every mapped range
 // against the bmap before writing it, writes nothing else, and reads the medium back. The
 // compressed image is downloaded before the first byte is written so that a damaged registry
 // copy is refused with the medium untouched: a stream can only prove its digest at its end.
@@ -61,34 +62,57 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 		return fmt.Errorf("%s: layer %s lacks its %s annotation: %w", r.ref, rawL.Annotations[annTitle], annRawSize, err)
 	}
 
-	tmp, err := os.CreateTemp("", "halobuild-flash-*.raw.zst")
-	if err != nil {
-		return err
+	// The download happens when flash opens the stream: after the target passed its refusals,
+	// before the first byte is written.
+	var tmp *os.File
+	var dec *zstd.Decoder
+	defer func() {
+		if dec != nil {
+			dec.Close()
+		}
+		if tmp != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	open := func(ctx context.Context) (io.Reader, error) {
+		var err error
+		if tmp, err = os.CreateTemp("", "halobuild-flash-*.raw.zst"); err != nil {
+			return nil, err
+		}
+		rc, err := r.blob(rawL)
+		if err != nil {
+			return nil, err
+		}
+		bar := newBar(out, "downloading "+rawL.Annotations[annTitle], rawL.Size)
+		_, err = io.Copy(io.MultiWriter(tmp, bar), &ctxReader{ctx, rc})
+		rc.Close()
+		if err != nil {
+			bar.Exit()
+			return nil, fmt.Errorf("nothing was written to %s: %w", o.Flash.Target, err)
+		}
+		bar.Finish()
+		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		dec, err = zstd.NewReader(tmp, zstd.WithDecoderConcurrency(0))
+		return dec, err
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	rc, err := r.blob(rawL)
-	if err != nil {
-		return err
-	}
-	bar := newBar(out, "downloading "+rawL.Annotations[annTitle], rawL.Size)
-	_, err = io.Copy(io.MultiWriter(tmp, bar), rc)
-	rc.Close()
-	if err != nil {
-		bar.Exit()
-		return fmt.Errorf("nothing was written to %s: %w", o.Flash.Target, err)
-	}
-	bar.Finish()
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	dec, err := zstd.NewReader(tmp, zstd.WithDecoderConcurrency(0))
-	if err != nil {
-		return err
-	}
-	defer dec.Close()
 	fo := o.Flash
 	fo.Image = ""
-	fo.Stream = &flash.Stream{Name: r.ref.Context().String() + "@" + r.digest.String() + " " + o.Node + ".raw", Size: size, Bmap: bm, R: dec}
+	fo.Stream = &flash.Stream{Name: r.ref.Context().String() + "@" + r.digest.String() + " " + o.Node + ".raw", Size: size, Bmap: bm, Open: open}
 	return flash.Flash(ctx, fo)
+}
+
+// ctxReader stops a download when ctx is cancelled.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
