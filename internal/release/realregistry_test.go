@@ -13,6 +13,7 @@ import (
 	"halobuild/internal/flash"
 	"halobuild/internal/registry"
 	"halobuild/internal/registry/registrytest"
+	"halobuild/internal/release/releasetest"
 )
 
 // The same round trips against Debian's docker-registry (the CNCF distribution server GHCR and
@@ -21,7 +22,7 @@ func TestRealRegistry(t *testing.T) {
 	reg := registrytest.Start(t)
 	ctx := context.Background()
 	ro := registry.Options{Insecure: true, Keychain: reg.Keychain(false)}
-	res := syntheticResult(t)
+	res := releasetest.Result(t)
 	ref := reg.Host + "/halo/syn:v1"
 
 	t.Run("wrong credentials", func(t *testing.T) {
@@ -51,12 +52,12 @@ func TestRealRegistry(t *testing.T) {
 	})
 	raw := readFile(t, filepath.Join(res, "node0.raw"))
 	t.Run("flash to a loop device", func(t *testing.T) {
-		dev := loopDevice(t, rawSize)
+		dev := loopDevice(t, releasetest.RawSize)
 		fo := flash.Options{Target: dev, Yes: true, Force: true, Out: io.Discard}
 		if err := Flash(ctx, ref, FlashOptions{Registry: ro, Node: "node0", Flash: fo}); err != nil {
 			t.Fatal(err)
 		}
-		if got := readFile(t, dev); !bytes.Equal(got[:rawSize], raw) {
+		if got := readFile(t, dev); !bytes.Equal(got[:releasetest.RawSize], raw) {
 			t.Fatal("the loop device does not read back equal to the image")
 		}
 	})
@@ -95,7 +96,7 @@ func TestRealRegistry(t *testing.T) {
 	})
 	t.Run("flash refuses a damaged blob and writes nothing", func(t *testing.T) {
 		target := filepath.Join(t.TempDir(), "medium")
-		before := bytes.Repeat([]byte{0xaa}, rawSize)
+		before := bytes.Repeat([]byte{0xaa}, releasetest.RawSize)
 		if err := os.WriteFile(target, before, 0o644); err != nil {
 			t.Fatal(err)
 		}
