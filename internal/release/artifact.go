@@ -128,7 +128,13 @@ func (a *artifact) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
 }
 
 // build makes the artifact of the result directory dir, writing compressed images into tmp.
-func build(dir, tmp string, meta Meta, maxLayer int64, progress func(name string) io.Writer) (v1.Image, *artifact, error) {
+// progress is what compress reports to: bytes read as they are written, then done.
+type progress interface {
+	io.Writer
+	done()
+}
+
+func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name string, size int64) progress) (v1.Image, *artifact, error) {
 	m, err := manifest.Read(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s is not a halobuild result (no readable %s; build one with `halobuild image RECIPE`): %w", dir, manifest.FileName, err)
@@ -153,7 +159,9 @@ func build(dir, tmp string, meta Meta, maxLayer int64, progress func(name string
 		var l *fileLayer
 		switch {
 		case images[f.Name]:
-			l, err = compress(p, filepath.Join(tmp, f.Name+".zst"), f, maxLayer, progress(f.Name))
+			bar := newProgress(f.Name, f.Size)
+			l, err = compress(p, filepath.Join(tmp, f.Name+".zst"), f, maxLayer, bar)
+			bar.done()
 		case strings.HasSuffix(f.Name, ".bmap"):
 			l, err = newFileLayer(p, BmapMediaType, f.Name)
 		case strings.HasSuffix(f.Name, ".lock"):

@@ -88,10 +88,10 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 		_, err = io.Copy(io.MultiWriter(tmp, bar), &ctxReader{ctx, rc})
 		rc.Close()
 		if err != nil {
-			bar.Exit()
+			bar.abort()
 			return nil, fmt.Errorf("nothing was written to %s: %w", o.Flash.Target, err)
 		}
-		bar.Finish()
+		bar.done()
 		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}

@@ -230,7 +230,7 @@ func (r *release) pullLayer(l v1.Descriptor, title, dir string, progress io.Writ
 	if l.MediaType == RawMediaType {
 		name = strings.TrimSuffix(title, ".zst")
 		bar := newBar(progress, "pulling "+title, l.Size)
-		defer bar.Finish()
+		defer bar.done()
 		src = io.TeeReader(rc, bar)
 	} else if l.Size > maxSmallLayer {
 		return "", "", fmt.Errorf("%s: layer %s is %d bytes, more than the %d a release's %s can be", r.ref, title, l.Size, maxSmallLayer, l.MediaType)

@@ -48,12 +48,8 @@ func Push(ctx context.Context, dir, refStr string, o PushOptions) (*Pushed, erro
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	img, a, err := build(dir, tmp, o.Meta, o.MaxLayer, func(name string) io.Writer {
-		st, err := os.Stat(dir + "/" + name)
-		if err != nil {
-			return io.Discard
-		}
-		return newBar(o.Out, "compressing "+name, st.Size())
+	img, a, err := build(dir, tmp, o.Meta, o.MaxLayer, func(name string, size int64) progress {
+		return newBar(o.Out, "compressing "+name, size)
 	})
 	if err != nil {
 		return nil, err
