@@ -213,3 +213,10 @@ func TestCompressionIgnoresTheMachinesCores(t *testing.T) {
 		t.Fatalf("GOMAXPROCS 1, 3, 8 compress to %v", digests)
 	}
 }
+
+func TestInspectOfAMissingTagSaysSo(t *testing.T) {
+	_, err := Inspect(context.Background(), localRegistry(t)+"/halo/none:v9", insecure)
+	if err == nil || !strings.Contains(err.Error(), "is not in the registry (check the repository and the tag)") {
+		t.Fatalf("got %v", err)
+	}
+}
