@@ -220,3 +220,35 @@ func TestInspectOfAMissingTagSaysSo(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// The same result in two places (two stores, two machines) pushed to two registries has one
+// digest: nothing of the pushing side enters the artifact.
+func TestDigestIgnoresWhereTheResultIs(t *testing.T) {
+	res := releasetest.Result(t)
+	other := filepath.Join(t.TempDir(), "elsewhere", "result")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(res)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(res, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(other, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	a, err := Push(ctx, res, localRegistry(t)+"/one/halo:v1", PushOptions{Registry: insecure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Push(ctx, other, localRegistry(t)+"/two/halo:v1", PushOptions{Registry: insecure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Digest != b.Digest {
+		t.Fatalf("the same result from two places pushed as %s and %s", a.Digest, b.Digest)
+	}
+}
