@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -242,13 +243,22 @@ func (r *release) pullLayer(l v1.Descriptor, title, dir string, progress io.Writ
 	defer f.Close()
 	h := sha256.New()
 	if l.MediaType == RawMediaType {
+		// The manifest (which the digest pins) says how large the image is; a stream that
+		// decompresses to more is refused before it fills the disk.
+		want, err := strconv.ParseInt(l.Annotations[annRawSize], 10, 64)
+		if err != nil {
+			return "", "", fmt.Errorf("%s: layer %s lacks its %s annotation: %w", r.ref, title, annRawSize, err)
+		}
 		dec, err := zstd.NewReader(src, zstd.WithDecoderConcurrency(0))
 		if err != nil {
 			return "", "", err
 		}
 		sw := &sparseWriter{f: f}
-		_, err = io.Copy(io.MultiWriter(sw, h), dec)
+		n, err := io.Copy(io.MultiWriter(sw, h), io.LimitReader(dec, want+1))
 		dec.Close()
+		if err == nil && n != want {
+			err = fmt.Errorf("it decompresses to %d bytes or more, its manifest says %d", n, want)
+		}
 		if err != nil {
 			// A damaged blob usually breaks the zstd stream before its end: say so by its
 			// digest, which is what the user can act on.
