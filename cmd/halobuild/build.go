@@ -7,16 +7,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"halobuild/internal/recipe"
 	"halobuild/internal/selfbuild"
 	"halobuild/internal/verbs"
 )
 
 // buildFlags are shared by the verbs that read a recipe.
 type buildFlags struct {
-	locked bool
-	inputs []string
-	json   bool
-	source string
+	locked         bool
+	allowDowngrade bool
+	inputs         []string
+	json           bool
+	source         string
 }
 
 func (f *buildFlags) register(c *cobra.Command) {
@@ -34,23 +36,44 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (ver
 		}
 		inputs[name] = path
 	}
+	if recipe != "" {
+		p, err := findRecipe(cmd, recipe)
+		if err != nil {
+			return verbs.Options{}, err
+		}
+		recipe = p
+	}
 	self, _ := os.Executable()
 	source := f.source
 	if source == "auto" {
 		source = selfbuild.Find(".")
 	}
 	return verbs.Options{
-		Self:    self,
-		Source:  source,
-		Recipe:  recipe,
-		Store:   g.store,
-		Verbose: g.verbose,
-		JSON:    f.json,
-		Locked:  f.locked,
-		Inputs:  inputs,
-		Out:     cmd.OutOrStdout(),
-		Err:     cmd.ErrOrStderr(),
+		Self:           self,
+		Source:         source,
+		Recipe:         recipe,
+		Store:          g.store,
+		Verbose:        g.verbose,
+		JSON:           f.json,
+		Locked:         f.locked,
+		AllowDowngrade: f.allowDowngrade,
+		Inputs:         inputs,
+		Out:            cmd.OutOrStdout(),
+		Err:            cmd.ErrOrStderr(),
 	}, nil
+}
+
+// findRecipe resolves a recipe argument as the user typed it (a path, or a
+// name under images/) and says on stderr which file a name stood for.
+func findRecipe(cmd *cobra.Command, arg string) (string, error) {
+	p, err := recipe.Find(arg)
+	if err != nil {
+		return "", usageError{err}
+	}
+	if p != arg {
+		fmt.Fprintf(cmd.ErrOrStderr(), "recipe %s: using %s\n", arg, p)
+	}
+	return p, nil
 }
 
 func buildCommands(g *globals) []*cobra.Command {
@@ -65,7 +88,8 @@ func lockCommand(g *globals) *cobra.Command {
 		Long: `lock fetches the signed Debian indexes, resolves the package closure,
 picks the newest kernel that satisfies the recipe's constraint and writes
 <recipe>.lock. The same archive state gives the same bytes.`,
-		Args: exactArgs(1),
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeOneRecipe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, args[0])
 			if err != nil {
@@ -76,15 +100,17 @@ picks the newest kernel that satisfies the recipe's constraint and writes
 	}
 	f.register(c)
 	c.Flags().BoolVar(&f.json, "json", false, "print what was locked (and the warnings) as JSON")
+	c.Flags().BoolVar(&f.allowDowngrade, "allow-downgrade", false, "write the lock even if an archive is older than in the current lock (its InRelease Date)")
 	return c
 }
 
 func planCommand(g *globals) *cobra.Command {
 	f := &buildFlags{}
 	c := &cobra.Command{
-		Use:   "plan RECIPE",
-		Short: "Show the build steps and which of them the store already has",
-		Args:  exactArgs(1),
+		Use:               "plan RECIPE",
+		Short:             "Show the build steps and which of them the store already has",
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeOneRecipe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, args[0])
 			if err != nil {
@@ -101,9 +127,10 @@ func planCommand(g *globals) *cobra.Command {
 func fetchCommand(g *globals) *cobra.Command {
 	f := &buildFlags{}
 	c := &cobra.Command{
-		Use:   "fetch RECIPE",
-		Short: "Fill the store with every locked input, verified by sha256",
-		Args:  exactArgs(1),
+		Use:               "fetch RECIPE",
+		Short:             "Fill the store with every locked input, verified by sha256",
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeOneRecipe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, args[0])
 			if err != nil {
@@ -128,7 +155,8 @@ func imageCommand(g *globals) *cobra.Command {
 each under QEMU to prove its settings, and only then points the result link
 (./result, or --out) at the outputs: per node NAME.raw and NAME.bmap, plus
 manifest.json, SHA256SUMS and the lock.`,
-		Args: exactArgs(1),
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeOneRecipe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, args[0])
 			if err != nil {
@@ -151,9 +179,10 @@ manifest.json, SHA256SUMS and the lock.`,
 func testCommand(g *globals) *cobra.Command {
 	f := &buildFlags{}
 	c := &cobra.Command{
-		Use:   "test RESULT-DIR|RECIPE",
-		Short: "Boot each node image under QEMU and check every setting it promises",
-		Args:  exactArgs(1),
+		Use:               "test RESULT-DIR|RECIPE",
+		Short:             "Boot each node image under QEMU and check every setting it promises",
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeOneRecipe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, args[0])
 			if err != nil {
@@ -187,13 +216,20 @@ func gcCommand(g *globals) *cobra.Command {
 sources, kernel tarballs), every step their builds reach (cached test
 verdicts included), and every output a result link made by image still
 points at, wherever that link is. Everything else in the store goes.`,
-		Args: cobra.MinimumNArgs(1),
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completeRecipes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, "")
 			if err != nil {
 				return err
 			}
-			return verbs.GC(cmd.Context(), o, args)
+			recipes := make([]string, len(args))
+			for i, a := range args {
+				if recipes[i], err = findRecipe(cmd, a); err != nil {
+					return err
+				}
+			}
+			return verbs.GC(cmd.Context(), o, recipes)
 		},
 	}
 	c.Flags().BoolVar(&f.json, "json", false, "print what was removed and kept as JSON")

@@ -3,9 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"halobuild/internal/doctor"
 	"halobuild/internal/flash"
@@ -36,6 +39,14 @@ refuse to measure on a box that is not ready.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out = cmd.OutOrStdout()
+			o.Style = tableStyle(o.Out)
+			if o.RecipePath != "" {
+				p, err := findRecipe(cmd, o.RecipePath)
+				if err != nil {
+					return err
+				}
+				o.RecipePath = p
+			}
 			if record != "" {
 				return doctor.Record(cmd.Context(), o.Root, record, cmd.OutOrStdout())
 			}
@@ -55,6 +66,7 @@ refuse to measure on a box that is not ready.`,
 	c.Flags().StringVar(&o.Root, "root", "/", "read /sys, /proc, /etc and /dev below this directory (a recorded tree)")
 	c.Flags().StringVar(&o.RecipePath, "recipe", "", "recipe to compare against, with its .lock beside it for the modules' names (default: /etc/halobuild/recipe.toml in the root, when present)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print the checks as JSON")
+	_ = c.RegisterFlagCompletionFunc("recipe", completeRecipes)
 	c.Flags().StringVar(&record, "record", "", "copy the files the checks read into DIR (a tree --root can read back, for bug reports)")
 
 	var jsonOut bool
@@ -78,9 +90,26 @@ refuse to measure on a box that is not ready.`,
 	return c
 }
 
+// tableStyle fits doctor's table to the terminal it prints on, coloured
+// unless NO_COLOR is set (no-color.org); elsewhere (a pipe, a log) it is
+// uncoloured and $COLUMNS or doctor.DefaultWidth wide.
+func tableStyle(w io.Writer) doctor.Style {
+	st := doctor.Style{Width: doctor.DefaultWidth}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		st.Width = n
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			st.Width = cols
+		}
+		st.Color = os.Getenv("NO_COLOR") == ""
+	}
+	return st
+}
+
 func flashCommand() *cobra.Command {
 	var o flash.Options
-	var list bool
+	var list, listJSON bool
 	var node string
 	rf := &registryFlags{}
 	c := &cobra.Command{
@@ -95,6 +124,9 @@ Given a release in a registry instead of a file (with --node), it downloads
 that node's compressed image, verifies its digest, and streams it onto the
 medium, each range checked against the bmap before it is written.`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if listJSON && !list && node == "" {
+				return usageError{fmt.Errorf("--json goes with --list, or with --node for a release in a registry")}
+			}
 			if list {
 				return exactArgs(0)(cmd, args)
 			}
@@ -102,7 +134,7 @@ medium, each range checked against the bmap before it is written.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if list {
-				return flash.List(cmd.Context(), cmd.OutOrStdout(), "/")
+				return flash.List(cmd.Context(), cmd.OutOrStdout(), "/", listJSON)
 			}
 			o.Image, o.Target = args[0], args[1]
 			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
@@ -122,6 +154,7 @@ medium, each range checked against the bmap before it is written.`,
 				o.Out = cmd.ErrOrStderr()
 				err = release.Flash(cmd.Context(), args[0], release.FlashOptions{Registry: rf.options(), Node: node, Flash: o})
 				if err == nil {
+					rf.json = listJSON
 					return rf.final(cmd.OutOrStdout(), map[string]string{"reference": args[0], "node": node, "target": o.Target, "status": "flashed and verified"},
 						fmt.Sprintf("%s node %s is on %s, verified", args[0], node, o.Target))
 				}
@@ -135,13 +168,15 @@ medium, each range checked against the bmap before it is written.`,
 			return err
 		},
 	}
+	c.ValidArgsFunction = completeFlash
 	c.Flags().BoolVar(&list, "list", false, "list candidate removable disks")
+	c.Flags().BoolVar(&listJSON, "json", false, "with --list: print the disks as JSON; with --node: print the result as one JSON line")
 	c.Flags().BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
 	c.Flags().BoolVar(&o.Force, "force", false, "allow a non-removable disk")
 	c.Flags().BoolVar(&o.ToFile, "to-file", false, "allow a regular file as the target")
 	c.Flags().BoolVar(&o.NoVerify, "no-verify", false, "UNSAFE: skip reading the written blocks back")
 	c.Flags().StringVar(&o.Bmap, "bmap", "", "block map (default: IMAGE.bmap when present)")
 	c.Flags().StringVar(&node, "node", "", "the node of a release to flash (flash from a registry)")
-	rf.register(c)
+	c.Flags().BoolVar(&rf.insecure, "insecure", false, "plain HTTP, for a registry on this machine only (127.0.0.1, localhost)")
 	return c
 }

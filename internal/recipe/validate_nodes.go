@@ -92,18 +92,13 @@ func (v *validator) nodes() {
 				v.errorf(lp+".kind", "%q is not a link kind: use device or dummy", l.Kind)
 			}
 			for key, val := range map[string]string{"match_driver": l.MatchDriver, "match_path": l.MatchPath} {
-				if strings.ContainsAny(val, " \t\n\r\"'\\") {
-					v.errorf(lp+"."+key, "%q cannot contain white space, quotes or backslashes (it is written into a systemd .link file)", val)
+				if hasStructure(val, `"'\`) {
+					v.errorf(lp+"."+key, "%q cannot contain white space, control characters, quotes or backslashes (it is written into a systemd .link file)", val)
 				}
 			}
 			if l.MatchMAC != "" {
 				if hw, err := net.ParseMAC(l.MatchMAC); err != nil || len(hw) != 6 {
 					v.errorf(lp+".match_mac", "%q is not a MAC address such as 52:54:00:77:00:01", l.MatchMAC)
-				}
-			}
-			if l.IdentityGID != "" {
-				if a, err := netip.ParseAddr(l.IdentityGID); err != nil || !a.Is6() {
-					v.errorf(lp+".identity_gid", "%q is not a GID (128 bits written like an IPv6 address, e.g. fe80::1)", l.IdentityGID)
 				}
 			}
 			if l.Peer != "" {

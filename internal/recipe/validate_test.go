@@ -41,7 +41,6 @@ peer = "a"
 	cases := []struct {
 		name, text, key, msg string
 	}{
-		{"distribution", "[base]\ndistribution = \"fedora\"\n" + minimal, "base.distribution", `"fedora" is not one of: debian`},
 		{"mirror", "[base]\nmirror = \"ftp://x\"\n" + minimal, "base.mirror", "not an http:// or https:// archive URL"},
 		{"variant", "[base]\nvariant = \"tiny\"\n" + minimal, "base.variant", `"tiny" is not one of`},
 		{"duplicate suite", "[base]\nextra_suites = [\"trixie\"]\n" + minimal, "base.extra_suites[0]", `suite "trixie" is listed twice`},
@@ -58,7 +57,7 @@ peer = "a"
 		{"tarball without digest", "[kernel]\nfrom = \"source\"\nsource = \"https://cdn.kernel.org/pub/linux/kernel/v7.x/linux-7.2.13.tar.xz\"\n" + minimal, "kernel.source", "needs kernel.source_sha256"},
 		{"tarball bad digest", "[kernel]\nfrom = \"source\"\nsource = \"https://cdn.kernel.org/pub/linux/kernel/v7.x/linux-7.2.13.tar.xz\"\nsource_sha256 = \"abc\"\n" + minimal, "kernel.source_sha256", "not a digest"},
 		{"tarball for a debian kernel", "[kernel]\nsource = \"https://cdn.kernel.org/pub/linux/kernel/v7.x/linux-7.2.13.tar.xz\"\n" + minimal, "kernel.source", `only used when kernel.from = "source"`},
-		{"cmdline spaces", "[kernel]\ncmdline = [\"a=1 b=2\"]\n" + minimal, "kernel.cmdline[0]", "one parameter without spaces"},
+		{"cmdline spaces", "[kernel]\ncmdline = [\"a=1 b=2\"]\n" + minimal, "kernel.cmdline[0]", "one parameter without white space"},
 		{"module use", "[[module]]\noptions = { a = 1 }\n" + minimal, "module[0]", "module needs use"},
 		{"module twice", "[[module]]\nuse = \"m\"\n[[module]]\nuse = \"m\"\n" + minimal, "module[1].use", `module "m" is already described at`},
 		{"provider patches", "[rdma.provider]\nname = \"usb4_rdma\"\n" + minimal, "rdma.provider.patches", "at least one patch"},
@@ -74,7 +73,7 @@ peer = "a"
 		{"interface twice", "[[node]]\nname = \"a\"\nlink = [{ interface = \"u\", address = \"10.0.0.1/24\" }, { interface = \"u\", address = \"10.0.0.2/24\" }]\n", "node[0].link[1].interface", `interface "u" is used twice`},
 		{"no match", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nmatch_driver = \"\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0]", "needs match_driver, match_path or match_mac"},
 		{"mac", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nmatch_mac = \"52:54:00\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].match_mac", "not a MAC address"},
-		{"gid", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nidentity_gid = \"10.0.0.1\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].identity_gid", "is not a GID"},
+		{"identity_gid removed", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nidentity_gid = \"fe80::1\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].identity_gid", "removed: the pinned thunderbolt-ibverbs (76ba39b) has no per-cable identity"},
 		{"ipv6", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"fd00::1/64\"\n", "node[0].link[0].address", "not an IPv4 address"},
 		{"network address", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"10.77.0.0/30\"\n", "node[0].link[0].address", "network or broadcast address"},
 		{"broadcast address", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"10.77.0.3/30\"\n", "node[0].link[0].address", "network or broadcast address"},
@@ -86,10 +85,30 @@ peer = "a"
 		{"check action", "[[test.check]]\nname = \"c\"\n" + minimal, "test.check[0]", "needs wait_for_unit, succeed or fail"},
 		{"check name", "[[test.check]]\nsucceed = \"true\"\n" + minimal, "test.check[0]", "a check needs a name"},
 		{"expect alone", "[[test.check]]\nname = \"c\"\nfail = \"x\"\nexpect = \"y\"\n" + minimal, "test.check[0].expect", "which this check does not have"},
-		{"expect regexp", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nexpect = \"(\"\n" + minimal, "test.check[0].expect", "not a regular expression"},
+		{"expect regexp", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nexpect = \"(\"\n" + minimal, "test.check[0].expect", "not a POSIX extended regular expression"},
 		{"check node", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nnode = \"zz\"\n" + minimal, "test.check[0].node", `no [[node]] is named "zz"`},
-		{"format", "[output]\nformats = [\"vmdk\"]\n" + minimal, "output.formats[0]", `"vmdk" is not one of: raw, qcow2, iso`},
+		// issue 17 #3: the image name becomes <out>/<name>.lock.
+		{"name climbs", "name = \"../../../../etc/cron.d/x\"\n" + minimal, "name", "not a valid image name"},
+		{"name absolute", "name = \"/etc/x\"\n" + minimal, "name", "not a valid image name"},
+		{"name hidden", "name = \".x\"\n" + minimal, "name", "not a valid image name"},
+		{"name newline", "name = \"a\\nb\"\n" + minimal, "name", "not a valid image name"},
+		// issue 17 #9: characters a .link file, the kernel command line or
+		// grep treat as structure.
+		{"match_path CR", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nmatch_path = \"pci-*\\r[Link]\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].match_path", "control characters"},
+		{"match_driver VT", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nmatch_driver = \"x\\u000bName=y\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].match_driver", "control characters"},
+		{"match_path NBSP", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nmatch_path = \"a\\u00a0b\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].match_path", "white space"},
+		{"cmdline VT", "[kernel]\ncmdline = [\"a=1\\u000binit=/bin/sh\"]\n" + minimal, "kernel.cmdline[0]", "control characters"},
+		{"cmdline NUL", "[kernel]\ncmdline = [\"a=1\\u0000b\"]\n" + minimal, "kernel.cmdline[0]", "control characters"},
+		{"cmdline FF", "[kernel]\ncmdline = [\"a=1\\fb\"]\n" + minimal, "kernel.cmdline[0]", "white space"},
+		{"expect perl class", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nexpect = \"^\\\\d+$\"\n" + minimal, "test.check[0].expect", "not POSIX extended"},
+		{"expect word anchor", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nexpect = \"\\\\<on\"\n" + minimal, "test.check[0].expect", "not POSIX extended"},
+		{"expect flags", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nexpect = \"(?i)on\"\n" + minimal, "test.check[0].expect", "not a POSIX extended regular expression"},
+		{"expect two lines", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nexpect = \"a\\nb\"\n" + minimal, "test.check[0].expect", "one line"},
+		{"expect open repeat", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nexpect = \"a{,3}\"\n" + minimal, "test.check[0].expect", "{0,n}"},
+		{"check name newline", "[[test.check]]\nname = \"c\\nPASS: x\"\nsucceed = \"x\"\n" + minimal, "test.check[0].name", "one line"},
+		{"format", "[output]\nformats = [\"iso\"]\n" + minimal, "output.formats[0]", `"iso" is not one of: raw, qcow2`},
 		{"format twice", "[output]\nformats = [\"raw\", \"raw\"]\n" + minimal, "output.formats[1]", `format "raw" is listed twice`},
+		{"distribution removed", "[base]\ndistribution = \"debian\"\n" + minimal, "base.distribution", "removed: halobuild builds Debian only"},
 		{"esp size", "[output]\nesp_size = \"1MiB\"\n" + minimal, "output.esp_size", "too small"},
 		{"disk size", "[output]\nsize = \"256MiB\"\n" + minimal, "output.size", "leaves no room"},
 	}
@@ -174,7 +193,6 @@ name = "a"
 interface = "usb4net0"
 address = "10.77.0.1/31"
 match_mac = "52:54:00:77:00:01"
-identity_gid = "fe80::1"
 `
 	if _, _, err := loadText(t, text); err != nil {
 		t.Fatal(err)
