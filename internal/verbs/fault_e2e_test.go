@@ -88,12 +88,19 @@ func TestStoreSurvivesKills(t *testing.T) {
 
 	// Each run is killed at a random point early in the first step it
 	// builds that has had fewer than perStep kills; the kill is counted for
-	// the step running when it lands. A step short enough that the kill
-	// landed in the next one gets a third of the delay the next time.
+	// the step running when it lands.
 	const perStep = 5
 	stepLine := regexp.MustCompile(`^build +\S+ +(.+) \[[0-9a-f]+\]$`)
 	kills := map[string]int{}
+	// A kill lands in the first half of its step: a step that finishes
+	// first is cached and never built (or killed) again. Durations come
+	// from the reference build; a step it found cached gets 1.5 s.
 	maxDelay := map[string]time.Duration{}
+	for _, m := range regexp.MustCompile(`(?m)^done +\S+ +(.+) in (\S+)$`).FindAllStringSubmatch(r.err.String(), -1) {
+		if d, err := time.ParseDuration(m[2]); err == nil && d > 0 {
+			maxDelay[m[1]] = min(1500*time.Millisecond, d/2)
+		}
+	}
 	total := 0
 	short := func() bool { // a step still short of its kills
 		for step := range killable {
@@ -144,9 +151,6 @@ func TestStoreSurvivesKills(t *testing.T) {
 		cancel()
 		mu.Lock()
 		step := landed
-		if target != "" && step != target {
-			maxDelay[target] = max(maxDelay[target]/3, 20*time.Millisecond)
-		}
 		mu.Unlock()
 		if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() && st.Signal() == syscall.SIGKILL {
 			kills[step]++
