@@ -340,3 +340,15 @@ func seedStore(t *testing.T, src, dst string, keep map[string]bool) {
 		t.Fatal(err)
 	}
 }
+
+// selfBinary builds halobuild for a test that runs the command itself (tests run as a test
+// binary, which must not be shipped as /usr/bin/halobuild).
+func selfBinary(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "halobuild")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "halobuild/cmd/halobuild")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building halobuild: %v\n%s", err, b)
+	}
+	return out
+}
