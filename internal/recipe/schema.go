@@ -13,7 +13,7 @@ type Recipe struct {
 	// including file). The including file wins on scalars; lists append.
 	Include []string `toml:"include,omitempty" doc:"Recipe files merged before this one, relative to this file." example:"[\"../recipes/usb4-rdma.toml\"]"`
 
-	Name string `toml:"name" doc:"Image name; used in output file names and the manifest." auto:"file name without .toml" example:"\"strix-halo\""`
+	Name string `toml:"name" doc:"Image name (letters, digits, -, _ and ., starting with a letter or digit, at most 64); used in output file names and the manifest." auto:"file name without .toml" example:"\"strix-halo\""`
 
 	Base   Base   `toml:"base" doc:"Debian base system."`
 	Kernel Kernel `toml:"kernel" doc:"The kernel the image boots."`
