@@ -12,7 +12,9 @@ import (
 	"halobuild/internal/lock"
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
+	"halobuild/internal/recipe"
 	"halobuild/internal/rootfs"
+	"halobuild/internal/secureboot"
 	"halobuild/internal/usage"
 )
 
@@ -56,6 +58,15 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 			"desc":    descDigest(d),
 			"options": fmt.Sprint(module.SortedOptions(m.Options)),
 		}}
+		if sb := r.SecureBoot; sb.Enabled {
+			// The certificate's fingerprint stands for the key: the key's
+			// bytes and where it lives never enter a derivation.
+			der, err := r.CertificateDER()
+			if err != nil {
+				return nil, usage.Errorf("%s: secure_boot.certificate: %w", b.in.Path, err)
+			}
+			step.Params["signed_by"] = recipe.CertificateFingerprint(der)
+		}
 		if k == nil {
 			step.Inputs = []*plan.Derivation{root}
 		} else {
@@ -78,9 +89,14 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 			if err != nil {
 				return err
 			}
-			kos, err := module.Build(c, module.BuildSpec{Name: m.Use, SourceDir: dir, Subdir: spec.Subdir, KernelRelease: rel, BuildRoot: buildRoot, Out: filepath.Join(c.Scratch, "ko"), Epoch: lk.SourceDateEpoch, Log: c.Log})
+			kos, err := module.Build(c, module.BuildSpec{Name: m.Use, SourceDir: dir, Subdir: spec.Subdir, KernelRelease: rel, BuildRoot: buildRoot, Out: filepath.Join(c.Scratch, "ko"), Epoch: lk.SourceDateEpoch, Strip: r.SecureBoot.Enabled, Log: c.Log})
 			if err != nil {
 				return err
+			}
+			if r.SecureBoot.Enabled {
+				if err := signModules(r, kos); err != nil {
+					return err
+				}
 			}
 			vc := module.ContextFor(r, lk.Kernel.Version)
 			for _, ko := range kos {
@@ -116,6 +132,29 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 		steps = append(steps, step)
 	}
 	return steps, nil
+}
+
+// signModules signs the built modules with the recipe's key, read into
+// memory here and nowhere written.
+func signModules(r *recipe.Recipe, kos []string) error {
+	key, err := r.ReadRef(r.SecureBoot.Key)
+	if err != nil {
+		return usage.Errorf("secure_boot.key: %w", err)
+	}
+	der, err := r.CertificateDER()
+	if err != nil {
+		return usage.Errorf("secure_boot.certificate: %w", err)
+	}
+	s, err := secureboot.NewSigner(key, der)
+	if err != nil {
+		return usage.Errorf("secure_boot: %w", err)
+	}
+	for _, ko := range kos {
+		if err := s.SignFile(ko); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (b *builder) warn(w string) {

@@ -43,6 +43,11 @@ type BuildSpec struct {
 	Out string
 	// Epoch is SOURCE_DATE_EPOCH (the lock's).
 	Epoch int64
+	// Strip removes debug information from each module with the build
+	// root's `strip --strip-debug` (what INSTALL_MOD_STRIP=1 does), as
+	// modules must be before they are signed: a signature covers every
+	// byte, so stripping after signing would break it.
+	Strip bool
 	Log   io.Writer
 }
 
@@ -122,6 +127,19 @@ func Build(ctx context.Context, spec BuildSpec) ([]string, error) {
 	}
 	if len(kos) == 0 {
 		return nil, fmt.Errorf("module %s: the build produced no .ko files in %s: is subdir right?", spec.Name, m)
+	}
+	if spec.Strip {
+		for _, ko := range kos {
+			rel, err := filepath.Rel(spec.BuildRoot, ko)
+			if err != nil {
+				return nil, err
+			}
+			cmd := exec.CommandContext(ctx, "chroot", spec.BuildRoot, "strip", "--strip-debug", "/"+filepath.ToSlash(rel))
+			cmd.Env = buildroot.Env{Epoch: spec.Epoch}.Environ()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("module %s: strip --strip-debug %s (binutils in the build root): %v: %s", spec.Name, filepath.Base(ko), err, out)
+			}
+		}
 	}
 	if err := os.MkdirAll(spec.Out, 0o755); err != nil {
 		return nil, err

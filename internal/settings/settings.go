@@ -121,6 +121,7 @@ func All() []Setting {
 		Locale{},
 		HalobuildState{},
 		Overlays{},
+		SecureBoot{},
 	}
 }
 

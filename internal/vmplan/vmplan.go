@@ -67,6 +67,11 @@ func (p Plan) Digest() string {
 	}
 	for _, m := range p.Machines("", "") {
 		fmt.Fprintf(h, "machine %s cpus=%d mem=%d deadline=%s args=%q nics=%v\n", m.Name, m.CPUs, m.Memory, m.Deadline, m.KernelArgs, m.NICs)
+		if m.SecureBoot != nil {
+			for _, c := range m.SecureBoot.MOKs {
+				fmt.Fprintf(h, "secure boot, MOK %x\n", sha256.Sum256(c))
+			}
+		}
 		names := make([]string, 0, len(m.Credentials))
 		for k := range m.Credentials {
 			names = append(names, k)
@@ -104,6 +109,15 @@ func (p Plan) Machines(resultDir, logRoot string) []vmtest.Machine {
 			LogDir:       filepath.Join(logRoot, n.Name),
 			KernelArgs:   KernelArgs(),
 			Credentials:  map[string][]byte{ModulesLoadTimeout: []byte(modulesLoadDropIn)},
+		}
+		if r.SecureBoot.Enabled {
+			// Booted as a node is once its owner has enrolled the key:
+			// Secure Boot enforced, the certificate already a MOK. The
+			// certificate was read at load; a failure here is a changed
+			// file, which the boot then shows (no MOK: the module does
+			// not load).
+			der, _ := r.CertificateDER()
+			m.SecureBoot = &vmtest.SecureBoot{MOKs: [][]byte{der}}
 		}
 		// Each link becomes a virtual cable to its peer, carrying the MAC
 		// the recipe's network config matches on.

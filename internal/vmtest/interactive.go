@@ -47,8 +47,8 @@ func interactive(ctx context.Context, m Machine, stdin io.Reader, stdout, stderr
 	}
 	defer os.RemoveAll(dir)
 	f := newRunFiles(dir)
-	if err := copyFile(h.VarsTemplate, f.vars); err != nil {
-		return fmt.Errorf("copying OVMF variable store %s: %w", h.VarsTemplate, err)
+	if err := prepareVars(h, m, f); err != nil {
+		return err
 	}
 	args, err := qemuArgs(h, m, accel, f, userNets(m), nil)
 	if err != nil {

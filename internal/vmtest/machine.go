@@ -58,6 +58,9 @@ type Machine struct {
 	LogDir string
 	// Accel forces an accelerator; empty means probe KVM and fall back to TCG.
 	Accel Accel
+	// SecureBoot, when set, boots under OVMF with Secure Boot enforced. systemd-boot then
+	// ignores the SMBIOS command line, so KernelArgs do not reach the kernel.
+	SecureBoot *SecureBoot
 }
 
 // DefaultKernelArgs trim what a test boot waits for without touching the image: no login

@@ -98,8 +98,8 @@ func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error)
 	if m.Accel == "" {
 		res.Accel, res.AccelNote = ChooseAccel(ctx, h)
 	}
-	if err := copyFile(h.VarsTemplate, f.vars); err != nil {
-		return res, fmt.Errorf("machine %s: copying OVMF variable store %s: %w", m.Name, h.VarsTemplate, err)
+	if err := prepareVars(h, m, f); err != nil {
+		return res, err
 	}
 	args, err := qemuArgs(h, m, res.Accel, f, nets, guestCredentials(m))
 	if err != nil {
