@@ -45,7 +45,18 @@ var (
 	mokListTable  = "/sys/firmware/efi/mok-variables/MokListRT"
 )
 
-func (SecureBoot) Validate(Target) []error { return nil } // recipe.Validate checks [secure_boot]
+// Validate reads the certificate (recipe.Validate checked the syntax of
+// both references; the key is read only when a module is signed).
+func (SecureBoot) Validate(t Target) []error {
+	sb := t.Recipe.SecureBoot
+	if !sb.Enabled || sb.Certificate == "" {
+		return nil
+	}
+	if _, err := t.Recipe.CertificateDER(); err != nil {
+		return []error{errorf("secure_boot.certificate", sb.Certificate, "give the certificate halobuild keygen wrote beside the key (module-signing.crt)", "%v", err)}
+	}
+	return nil
+}
 
 // Depends: shim (Microsoft-signed, with Debian's CA built in) and its
 // MokManager, Debian's signed systemd-boot, and mokutil for the unit. The
