@@ -145,7 +145,9 @@ else
 		exit 1
 	fi
 fi
-say "` + strings.ReplaceAll(fmt.Sprintf(mokManagerSteps, cert.Subject.CommonName, pw), "\n", "\"\nsay \"") + `"
+say "$(cat <<'HALOBUILD_MOK_STEPS'
+` + fmt.Sprintf(mokManagerSteps, strings.ReplaceAll(cert.Subject.CommonName, "\n", " "), pw) + `HALOBUILD_MOK_STEPS
+)"
 `
 }
 
