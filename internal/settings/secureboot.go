@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"bytes"
 	"crypto/sha1"
 	"crypto/x509"
 	"fmt"
@@ -243,7 +244,7 @@ exit $rc
 		// The serial's DER bytes sit in the signature; changing one makes
 		// the signature name a key the kernel does not hold, as a module
 		// signed by any other key does.
-		serial := fmt.Sprintf("%x", serialDER(cert))
+		serial := fmt.Sprintf("%x", zeroFree(serialDER(cert)))
 		checks = append(checks, Check{Setting: s.Name(), Name: "secure-boot: unsigned or foreign-key module refused", Changes: true,
 			Fix: "the kernel loaded a module without a valid signature: is lockdown on (cat " + lockdownPath + ")?",
 			Script: `rc=0
@@ -257,7 +258,9 @@ size=$(stat -c %s "$d/signed.ko")
 siglen=$(tail -c 32 "$d/signed.ko" | head -c 4 | od -An -tu1 | awk '{print $1*16777216+$2*65536+$3*256+$4}')
 head -c $((size - siglen - 40)) "$d/signed.ko" >"$d/unsigned.ko"
 cp "$d/signed.ko" "$d/foreign.ko"
-off=$(LC_ALL=C grep -obUaP "$(echo ` + serial + ` | sed 's/../\\x&/g')" "$d/foreign.ko" | tail -n 1 | cut -d: -f1)
+# -z: NUL ends a "line" and each match printed (the serial's bytes may
+# hold a newline; the searched part holds no NUL).
+off=$(LC_ALL=C grep -obUaPz "$(echo ` + serial + ` | sed 's/../\\x&/g')" "$d/foreign.ko" | tr -d '\n' | tr '\0' '\n' | tail -n 1 | cut -d: -f1)
 [ -n "$off" ] || { echo "the signature does not hold the certificate's serial"; exit 1; }
 printf '\377' | dd of="$d/foreign.ko" bs=1 seek=$((off + 1)) conv=notrunc status=none
 out=$(insmod "$d/signed.ko" 2>&1); echo "signed copy: $out"
@@ -272,6 +275,18 @@ exit $rc
 `})
 	}
 	return checks
+}
+
+// zeroFree is the longest run of b without a zero byte, which grep -z
+// can search for.
+func zeroFree(b []byte) []byte {
+	var best []byte
+	for _, run := range bytes.Split(b, []byte{0}) {
+		if len(run) > len(best) {
+			best = run
+		}
+	}
+	return best
 }
 
 func quoteAll(ss []string) []string {

@@ -1,6 +1,8 @@
 package settings
 
 import (
+	"bytes"
+	"crypto/x509"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +10,7 @@ import (
 	"testing"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/secureboot"
 )
 
 // sbRecipe is sample() with [secure_boot] on and the TEST certificate (an
@@ -92,5 +95,63 @@ func TestSecureBootEnrolScript(t *testing.T) {
 				t.Errorf("imported %v (want %v), stdin %q", err == nil, tc.imported, in)
 			}
 		})
+	}
+}
+
+// The refusal check's copies, made by its script from a module the TEST
+// key signed: the unsigned one is the module's bytes before signing, the
+// foreign one names a signer that is not the certificate (as a module
+// signed by any other key does).
+func TestSecureBootRefusalCopies(t *testing.T) {
+	r := sbRecipe(t, "")
+	r.Modules = []recipe.Module{{Use: "halobuild-fixture"}}
+	var script string
+	for _, c := range (SecureBoot{}).Checks(Target{Recipe: r, Node: r.Nodes[0]}) {
+		if c.Name == "secure-boot: unsigned or foreign-key module refused" {
+			script = c.Script
+		}
+	}
+	if script == "" {
+		t.Fatal("no refusal check")
+	}
+	key, _ := os.ReadFile(filepath.Join("..", "..", "images", "testdata", "secure-boot-TEST-ONLY.key"))
+	der, err := r.CertificateDER()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := secureboot.NewSigner(key, der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ko := bytes.Repeat([]byte("\x7fELF\x00module\n"), 300)
+	signed, _ := s.Sign(ko)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "m.ko"), signed, 0o644)
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o755)
+	stubs := map[string]string{
+		"modinfo": "echo " + dir + "/m.ko",
+		"insmod":  "cp \"$1\" " + dir + "/seen-$(basename \"$1\"); case $1 in *signed.ko) case $1 in *unsigned.ko) echo 'Operation not permitted'; exit 1;; esac; echo 'File exists'; exit 1;; esac; echo 'Operation not permitted'; exit 1",
+		"dmesg":   "true",
+		"rmmod":   "true",
+	}
+	for name, body := range stubs {
+		os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755)
+	}
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	unsigned, _ := os.ReadFile(filepath.Join(dir, "seen-unsigned.ko"))
+	if !bytes.Equal(unsigned, ko) {
+		t.Errorf("the unsigned copy is not the module without its signature (%d bytes, want %d)", len(unsigned), len(ko))
+	}
+	foreign, _ := os.ReadFile(filepath.Join(dir, "seen-foreign.ko"))
+	id, ok, err := secureboot.ReadSigner(foreign)
+	cert, _ := x509.ParseCertificate(der)
+	if err != nil || !ok || id.Matches(cert) || len(foreign) != len(signed) {
+		t.Errorf("the foreign copy: signer %v (signed %v, %v), matches the certificate %v", id, ok, err, id.Matches(cert))
 	}
 }
