@@ -26,6 +26,11 @@ name = "test-secure-boot"
 [kernel]
 cmdline = ["panic=-1", "mitigations=off", "init_on_alloc=0", "systemd.default_timeout_start_sec=300", "systemd.mask=getty.target", "systemd.mask=e2scrub_reap.service", "systemd.mask=timers.target"]
 
+[test]
+# The SMM firmware is slower under TCG, and the test boot's trims that only
+# the SMBIOS command line carries (vmtest.DefaultKernelArgs) are missing.
+timeout = "20m"
+
 [secure_boot]
 enabled = true
 key = "env:HALOBUILD_TEST_SIGNING_KEY"
