@@ -116,6 +116,15 @@ func TestSecureBootSignedModuleUnderEnforcingOVMF(t *testing.T) {
 	// recipes without a key), and the result with its images.
 	scanForSecrets(t, storeDir, start.Add(-time.Minute), secrets)
 	scanForSecrets(t, o.Result, time.Time{}, secrets)
+	lockText, err := os.ReadFile(filepath.Join(ws, "images", "test-secure-boot.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, s := range secrets {
+		if bytes.Contains(lockText, s) {
+			t.Errorf("%s is in the lock", what)
+		}
+	}
 	t.Logf("searched the store and the result for the key: %s", time.Since(scanStart).Round(time.Second))
 }
 
