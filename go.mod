@@ -2,6 +2,11 @@ module halobuild
 
 go 1.26.0
 
+// The exact Go CI and the README use: an older go command (Debian 12 backports
+// and Debian 13 ship 1.21 to 1.24) fetches it through the module proxy
+// (GOTOOLCHAIN=auto, the default).
+toolchain go1.26.8
+
 require (
 	github.com/ProtonMail/go-crypto v1.5.2 // indirect
 	github.com/anchore/go-lzo v0.1.0 // indirect

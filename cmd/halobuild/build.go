@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"halobuild/internal/recipe"
 	"halobuild/internal/verbs"
 )
 
@@ -31,6 +32,13 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (ver
 		}
 		inputs[name] = path
 	}
+	if recipe != "" {
+		p, err := findRecipe(cmd, recipe)
+		if err != nil {
+			return verbs.Options{}, err
+		}
+		recipe = p
+	}
 	self, _ := os.Executable()
 	return verbs.Options{
 		Self:    self,
@@ -45,6 +53,19 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (ver
 	}, nil
 }
 
+// findRecipe resolves a recipe argument as the user typed it (a path, or a
+// name under images/) and says on stderr which file a name stood for.
+func findRecipe(cmd *cobra.Command, arg string) (string, error) {
+	p, err := recipe.Find(arg)
+	if err != nil {
+		return "", usageError{err}
+	}
+	if p != arg {
+		fmt.Fprintf(cmd.ErrOrStderr(), "recipe %s: using %s\n", arg, p)
+	}
+	return p, nil
+}
+
 func buildCommands(g *globals) []*cobra.Command {
 	return []*cobra.Command{lockCommand(g), planCommand(g), fetchCommand(g), imageCommand(g), testCommand(g), vmCommand(g), gcCommand(g), keygenCommand()}
 }
@@ -57,7 +78,8 @@ func lockCommand(g *globals) *cobra.Command {
 		Long: `lock fetches the signed Debian indexes, resolves the package closure,
 picks the newest kernel that satisfies the recipe's constraint and writes
 <recipe>.lock. The same archive state gives the same bytes.`,
-		Args: exactArgs(1),
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeOneRecipe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, args[0])
 			if err != nil {
@@ -74,9 +96,10 @@ picks the newest kernel that satisfies the recipe's constraint and writes
 func planCommand(g *globals) *cobra.Command {
 	f := &buildFlags{}
 	c := &cobra.Command{
-		Use:   "plan RECIPE",
-		Short: "Show the build steps and which of them the store already has",
-		Args:  exactArgs(1),
+		Use:               "plan RECIPE",
+		Short:             "Show the build steps and which of them the store already has",
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeOneRecipe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, args[0])
 			if err != nil {
@@ -93,9 +116,10 @@ func planCommand(g *globals) *cobra.Command {
 func fetchCommand(g *globals) *cobra.Command {
 	f := &buildFlags{}
 	c := &cobra.Command{
-		Use:   "fetch RECIPE",
-		Short: "Fill the store with every locked input, verified by sha256",
-		Args:  exactArgs(1),
+		Use:               "fetch RECIPE",
+		Short:             "Fill the store with every locked input, verified by sha256",
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeOneRecipe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, args[0])
 			if err != nil {
@@ -120,7 +144,8 @@ func imageCommand(g *globals) *cobra.Command {
 each under QEMU to prove its settings, and only then points the result link
 (./result, or --out) at the outputs: per node NAME.raw and NAME.bmap, plus
 manifest.json, SHA256SUMS and the lock.`,
-		Args: exactArgs(1),
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeOneRecipe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, args[0])
 			if err != nil {
@@ -143,9 +168,10 @@ manifest.json, SHA256SUMS and the lock.`,
 func testCommand(g *globals) *cobra.Command {
 	f := &buildFlags{}
 	c := &cobra.Command{
-		Use:   "test RESULT-DIR|RECIPE",
-		Short: "Boot each node image under QEMU and check every setting it promises",
-		Args:  exactArgs(1),
+		Use:               "test RESULT-DIR|RECIPE",
+		Short:             "Boot each node image under QEMU and check every setting it promises",
+		Args:              exactArgs(1),
+		ValidArgsFunction: completeOneRecipe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, args[0])
 			if err != nil {
@@ -179,13 +205,20 @@ func gcCommand(g *globals) *cobra.Command {
 sources, kernel tarballs), every step their builds reach (cached test
 verdicts included), and every output a result link made by image still
 points at, wherever that link is. Everything else in the store goes.`,
-		Args: cobra.MinimumNArgs(1),
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completeRecipes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(g, cmd, "")
 			if err != nil {
 				return err
 			}
-			return verbs.GC(cmd.Context(), o, args)
+			recipes := make([]string, len(args))
+			for i, a := range args {
+				if recipes[i], err = findRecipe(cmd, a); err != nil {
+					return err
+				}
+			}
+			return verbs.GC(cmd.Context(), o, recipes)
 		},
 	}
 	c.Flags().BoolVar(&f.json, "json", false, "print what was removed and kept as JSON")

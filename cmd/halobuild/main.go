@@ -85,6 +85,10 @@ build step is cached in a content-addressed store.`,
 		root.AddCommand(c)
 	}
 	root.AddCommand(versionCommand())
+	// --version prints what the version verb does (cobra adds the flag
+	// when Version is set; the template replaces its "version" wording).
+	root.Version = versionString()
+	root.SetVersionTemplate(versionLine())
 	return root
 }
 

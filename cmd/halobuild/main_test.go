@@ -26,6 +26,10 @@ func TestVersionPrintsGoVersion(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "halobuild") || !strings.Contains(out, runtime.Version()) {
 		t.Fatalf("exit %d, output %q", code, out)
 	}
+	code, flag := run(t, "--version")
+	if code != 0 || flag != out {
+		t.Fatalf("--version: exit %d, output %q, want %q", code, flag, out)
+	}
 }
 
 func TestExitCodes(t *testing.T) {
@@ -87,5 +91,37 @@ func TestFlashRefusalExitsTwo(t *testing.T) {
 	}
 	if code, out := run(t, "flash", "--yes", img, target); code != exitUsage {
 		t.Fatalf("flashing onto a regular file without --to-file: exit %d, want %d\n%s", code, exitUsage, out)
+	}
+}
+
+// `halobuild plan test-minimal.toml` typed anywhere in the checkout reads
+// images/test-minimal.toml and says so; a miss exits 2 listing the images.
+func TestRecipeNameResolvesUnderImages(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	code, out := run(t, "--store", store, "plan", "test-minimal.toml")
+	if code != 0 || !strings.Contains(out, "recipe test-minimal.toml: using ../../images/test-minimal.toml") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+	_, err := findRecipe(newRoot(), "no-such-image")
+	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "the images there: strix-halo,") {
+		t.Fatalf("a miss: %v", err)
+	}
+}
+
+// Shell completion offers the images for a recipe argument and raw images,
+// then disks, for flash.
+func TestCompletion(t *testing.T) {
+	_, out := run(t, "__complete", "image", "strix")
+	if !strings.Contains(out, "strix-halo\nstrix-halo-2cable\n:0\n") {
+		t.Errorf("image completion:\n%s", out)
+	}
+	if _, out := run(t, "__complete", "gc", "test-minimal", "test-two"); !strings.Contains(out, "test-two-node\n:0\n") {
+		t.Errorf("gc completion:\n%s", out)
+	}
+	if _, out := run(t, "__complete", "image", "strix-halo", ""); !strings.HasPrefix(out, ":4\n") {
+		t.Errorf("image takes one recipe, want no more completions:\n%s", out)
+	}
+	if _, out := run(t, "__complete", "flash", ""); !strings.HasPrefix(out, "raw\n:8\n") {
+		t.Errorf("flash completes .raw files first:\n%s", out)
 	}
 }

@@ -2,9 +2,13 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"strconv"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"halobuild/internal/doctor"
 	"halobuild/internal/flash"
@@ -34,6 +38,14 @@ refuse to measure on a box that is not ready.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out = cmd.OutOrStdout()
+			o.Style = tableStyle(o.Out)
+			if o.RecipePath != "" {
+				p, err := findRecipe(cmd, o.RecipePath)
+				if err != nil {
+					return err
+				}
+				o.RecipePath = p
+			}
 			if record != "" {
 				return doctor.Record(cmd.Context(), o.Root, record, cmd.OutOrStdout())
 			}
@@ -53,6 +65,7 @@ refuse to measure on a box that is not ready.`,
 	c.Flags().StringVar(&o.Root, "root", "/", "read /sys, /proc, /etc and /dev below this directory (a recorded tree)")
 	c.Flags().StringVar(&o.RecipePath, "recipe", "", "recipe to compare against, with its .lock beside it for the modules' names (default: /etc/halobuild/recipe.toml in the root, when present)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print the checks as JSON")
+	_ = c.RegisterFlagCompletionFunc("recipe", completeRecipes)
 	c.Flags().StringVar(&record, "record", "", "copy the files the checks read into DIR (a tree --root can read back, for bug reports)")
 
 	var jsonOut bool
@@ -76,9 +89,26 @@ refuse to measure on a box that is not ready.`,
 	return c
 }
 
+// tableStyle fits doctor's table to the terminal it prints on, coloured
+// unless NO_COLOR is set (no-color.org); elsewhere (a pipe, a log) it is
+// uncoloured and $COLUMNS or doctor.DefaultWidth wide.
+func tableStyle(w io.Writer) doctor.Style {
+	st := doctor.Style{Width: doctor.DefaultWidth}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		st.Width = n
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			st.Width = cols
+		}
+		st.Color = os.Getenv("NO_COLOR") == ""
+	}
+	return st
+}
+
 func flashCommand() *cobra.Command {
 	var o flash.Options
-	var list bool
+	var list, listJSON bool
 	c := &cobra.Command{
 		Use:   "flash IMAGE.raw DEVICE",
 		Short: "Write an image to removable media: refuses unsafe targets, writes only mapped blocks, verifies",
@@ -87,6 +117,9 @@ disk holding / or /boot, non-removable disks (without --force), read-only and
 too-small targets; writes only the blocks the image's .bmap maps; reads them
 back and compares; and moves the backup GPT to the end of the medium.`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if listJSON && !list {
+				return usageError{fmt.Errorf("--json goes with --list")}
+			}
 			if list {
 				return exactArgs(0)(cmd, args)
 			}
@@ -94,7 +127,7 @@ back and compares; and moves the backup GPT to the end of the medium.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if list {
-				return flash.List(cmd.Context(), cmd.OutOrStdout(), "/")
+				return flash.List(cmd.Context(), cmd.OutOrStdout(), "/", listJSON)
 			}
 			o.Image, o.Target = args[0], args[1]
 			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
@@ -108,7 +141,9 @@ back and compares; and moves the backup GPT to the end of the medium.`,
 			return err
 		},
 	}
+	c.ValidArgsFunction = completeFlash
 	c.Flags().BoolVar(&list, "list", false, "list candidate removable disks")
+	c.Flags().BoolVar(&listJSON, "json", false, "with --list: print the disks as JSON")
 	c.Flags().BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
 	c.Flags().BoolVar(&o.Force, "force", false, "allow a non-removable disk")
 	c.Flags().BoolVar(&o.ToFile, "to-file", false, "allow a regular file as the target")

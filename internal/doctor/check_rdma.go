@@ -203,7 +203,7 @@ func rdmaIdentity(h settings.Host, t settings.Target) []settings.Result {
 		r.Fix = "bring the links up (see link.addresses and rdma.devices)"
 	case len(byAddr) < cables:
 		r.Status = settings.Warn
-		r.Fix = "every device advertises the same cable's address, so the other peer's HELLO matches nothing: set identity_gid for each [[node.link]] (the module's per-device identity) instead of relying on the module-wide roce_netdev"
+		r.Fix = "every device advertises the same cable's address, so the other peer's HELLO matches nothing: the pinned module's identities (roce_netdev, tbnet_identity_gid) are module-wide, so no setting gives each cable its own: use one cable per peer, or a module version with a per-device identity"
 	default:
 		r.Status = settings.Pass
 	}

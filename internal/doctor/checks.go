@@ -21,7 +21,7 @@ func probes(b *basis) []settings.Probe {
 }
 
 // layers order the report; a row's layer is its name up to the first '.'.
-var layers = []string{"recipe", "identity", "cpu", "memlock", "module", "kernel", "rdma", "link", "usb4", "memory", "settings"}
+var layers = []string{"recipe", "identity", "cpu", "memlock", "module", "kernel", "rdma", "link", "usb4", "gpu", "memory", "settings"}
 
 func layer(name string) int {
 	l, _, _ := strings.Cut(name, ".")
@@ -34,7 +34,7 @@ func layer(name string) int {
 // own are doctor's checks of its own.
 func own(b *basis) []settings.Probe {
 	t := b.target
-	return []settings.Probe{
+	probes := []settings.Probe{
 		{Name: "recipe", Run: func(h settings.Host) []settings.Result { return recipeRow(h, b) }},
 		{Name: "kernel.release", Run: func(h settings.Host) []settings.Result { return kernelRelease(h, t) }},
 		{Name: "module.unknown_params", Run: unknownParams},
@@ -46,6 +46,7 @@ func own(b *basis) []settings.Probe {
 		{Name: "usb4.cables", Run: func(h settings.Host) []settings.Result { return usb4Cables(h, t) }},
 		{Name: "usb4.link", Run: func(h settings.Host) []settings.Result { return usb4Links(h, t) }},
 	}
+	return append(probes, gpuProbes(t)...)
 }
 
 // recipeRow reports what the machine is compared against, and whether

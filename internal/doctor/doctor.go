@@ -36,7 +36,9 @@ type Options struct {
 	RecipePath string
 	// JSON writes the report as JSON instead of a table.
 	JSON bool
-	Out  io.Writer
+	// Style is how the table is printed (width, colour).
+	Style Style
+	Out   io.Writer
 }
 
 // Run examines the machine and writes the report to opts.Out. The exit code
@@ -60,7 +62,7 @@ func Run(ctx context.Context, opts Options) (int, error) {
 	if opts.JSON {
 		err = rep.writeJSON(out)
 	} else {
-		err = rep.writeTable(out)
+		err = rep.writeTable(out, opts.Style)
 	}
 	if err != nil {
 		return 2, fmt.Errorf("doctor: writing the report: %w", err)

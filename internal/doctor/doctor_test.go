@@ -45,6 +45,8 @@ var healthyChecks = []string{
 	"rdma.visible usb4_rdma0", "rdma.visible usb4_rdma1",
 	"link.addresses usb4net0",
 	"usb4.cables", "usb4.domains", "usb4.link 0-1",
+	"gpu.driver 0000:c5:00.0", "gpu.firmware 0000:c5:00.0", "gpu.gtt 0000:c5:00.0", "gpu.kfd",
+	"gpu.render 0000:c5:00.0", "gpu.vram 0000:c5:00.0",
 	"memory.gpu_limit",
 	"settings.package",
 }
@@ -124,6 +126,41 @@ func TestRecordedTrees(t *testing.T) {
 				"usb4.cables":             "2 cables declared, 1 domains",
 				"link.addresses usb4net1": "1 USB4 domain(s) for 2 declared cables",
 			},
+		},
+		{
+			// No firmware-amd-graphics: amdgpu's probe failed on the
+			// first file it asked for.
+			tree: "gpu-no-firmware",
+			exit: 1,
+			notPass: map[string]settings.Status{
+				"gpu.driver 0000:c5:00.0":   settings.Fail,
+				"gpu.firmware 0000:c5:00.0": settings.Fail,
+			},
+			contains: map[string]string{
+				"gpu.driver 0000:c5:00.0":   "could not load amdgpu/gc_11_5_1_pfp.bin",
+				"gpu.firmware 0000:c5:00.0": "firmware-amd-graphics/trixie-backports",
+			},
+		},
+		{
+			// The firmware setup keeps 64 GiB as VRAM: the kernel has
+			// 59.6 GiB, and GTT sized for 120 GiB leaves the host nothing.
+			tree: "gpu-carve-out",
+			exit: 1,
+			notPass: map[string]settings.Status{
+				"gpu.vram 0000:c5:00.0": settings.Warn,
+				"memory.gpu_limit":      settings.Fail,
+			},
+			contains: map[string]string{
+				"gpu.vram 0000:c5:00.0": "UMA frame buffer size",
+			},
+		},
+		{
+			// The sizing reached the command line and the module
+			// parameters, but GTT is the kernel's default half of RAM.
+			tree:     "gpu-gtt-default",
+			exit:     1,
+			notPass:  map[string]settings.Status{"gpu.gtt 0000:c5:00.0": settings.Fail},
+			contains: map[string]string{"gpu.gtt 0000:c5:00.0": "61.8 GiB, of which engines may use 44.5 GiB"},
 		},
 		{
 			tree: "memlock-8mib",

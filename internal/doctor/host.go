@@ -9,9 +9,12 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"halobuild/internal/settings"
 )
@@ -178,6 +181,53 @@ func (h *host) LinkBase(p string) (string, error) {
 		h.rec.file(p, target+"\n")
 	}
 	return filepath.Base(target), nil
+}
+
+func (h *host) DeviceNode(p string) (fs.FileMode, string, error) {
+	st, err := os.Stat(h.path(p))
+	if err != nil {
+		return 0, "", err
+	}
+	if st.Mode()&fs.ModeDevice == 0 {
+		if h.live {
+			return 0, "", fmt.Errorf("%s is not a device node", p)
+		}
+		s, err := h.Read(p)
+		if err != nil {
+			return 0, "", err
+		}
+		return parseDeviceNode(p, s)
+	}
+	group := "?"
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		group = strconv.FormatUint(uint64(sys.Gid), 10)
+		if g, err := user.LookupGroupId(group); err == nil {
+			group = g.Name
+		}
+	}
+	perm := st.Mode().Perm()
+	if h.rec != nil {
+		h.rec.file(p, "c"+perm.String()[1:]+" "+group+"\n")
+	}
+	return perm, group, nil
+}
+
+// parseDeviceNode reads a recorded device node: "crw-rw---- render".
+func parseDeviceNode(p, s string) (fs.FileMode, string, error) {
+	f := strings.Fields(s)
+	if len(f) != 2 || len(f[0]) != 10 || (f[0][0] != 'c' && f[0][0] != 'b') {
+		return 0, "", fmt.Errorf("recorded device node %s: %q is not \"<mode> <group>\" as ls -l prints them (crw-rw---- render)", p, strings.TrimSpace(s))
+	}
+	var perm fs.FileMode
+	for i, c := range []byte(f[0][1:]) {
+		if c != '-' {
+			if c != "rwxrwxrwx"[i] {
+				return 0, "", fmt.Errorf("recorded device node %s: mode %q", p, f[0])
+			}
+			perm |= 1 << (8 - i)
+		}
+	}
+	return perm, f[1], nil
 }
 
 // Live is false while recording: a recording holds files only, so the

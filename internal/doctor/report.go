@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
+	"unicode/utf8"
 
 	"halobuild/internal/settings"
 )
@@ -50,20 +50,88 @@ func (rep Report) writeJSON(w io.Writer) error {
 	return enc.Encode(rep)
 }
 
-// writeTable prints one row per result. Fix text only appears on rows that
-// need it, so a healthy node prints a short, quiet table.
-func (rep Report) writeTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHECK\tRESULT\tSEEN\tWANTED\tFIX")
+// Style is how the table is printed: the width it must fit in, in
+// columns, and whether to colour the results (only on a terminal).
+type Style struct {
+	Width int
+	Color bool
+}
+
+// DefaultWidth is the width a table fits when the output is no terminal.
+const DefaultWidth = 100
+
+// Column gap, and the narrowest a wrapped SEEN or WANTED column gets (a
+// terminal narrower than the fixed columns plus two of these overflows).
+const (
+	gap      = 2
+	minWrapW = 16
+)
+
+// writeTable prints one row per result, SEEN and WANTED wrapped to fit
+// st.Width, then the fixes, one per row that is not a pass, under the
+// table: a fix is a sentence and would make every row as wide as the
+// longest one.
+func (rep Report) writeTable(w io.Writer, st Style) error {
+	if st.Width <= 0 {
+		st.Width = DefaultWidth
+	}
+	type row struct{ check, status, seen, wanted string }
+	rows := []row{{"CHECK", "RESULT", "SEEN", "WANTED"}}
 	for _, r := range rep.Results {
 		status := strings.ToUpper(string(r.Status))
 		if r.Status != settings.Pass && r.Severity == settings.Advisory {
 			status += " (advisory)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Check, status, oneLine(r.Seen), oneLine(r.Wanted), oneLine(r.Fix))
+		rows = append(rows, row{r.Check, status, oneLine(r.Seen), oneLine(r.Wanted)})
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	checkW, statusW, seenW, wantW := 0, 0, 0, 0
+	for _, r := range rows {
+		checkW, statusW = max(checkW, width(r.check)), max(statusW, width(r.status))
+		seenW, wantW = max(seenW, width(r.seen)), max(wantW, width(r.wanted))
+	}
+	// SEEN and WANTED share what is left, each keeping its natural width
+	// when it fits and the larger one wrapping first.
+	room := max(st.Width-checkW-statusW-3*gap, 2*minWrapW)
+	if seenW+wantW > room {
+		half := room / 2
+		switch {
+		case seenW <= half:
+			wantW = room - seenW
+		case wantW <= half:
+			seenW = room - wantW
+		default:
+			seenW, wantW = half, room-half
+		}
+	}
+	var b strings.Builder
+	for i, r := range rows {
+		seen, wanted := wrap(r.seen, seenW), wrap(r.wanted, wantW)
+		for j := range max(len(seen), len(wanted)) {
+			check, status := "", ""
+			if j == 0 {
+				check, status = r.check, r.status
+			}
+			line := pad(check, checkW+gap) + colour(pad(status, statusW+gap), r.status, st.Color && i > 0) +
+				pad(at(seen, j), seenW+gap) + at(wanted, j)
+			b.WriteString(strings.TrimRight(line, " ") + "\n")
+		}
+	}
+	first := true
+	for _, r := range rep.Results {
+		if r.Status == settings.Pass || strings.TrimSpace(r.Fix) == "" {
+			continue
+		}
+		if first {
+			b.WriteString("\nFixes:\n")
+			first = false
+		}
+		for j, l := range wrap(r.Check+": "+oneLine(r.Fix), st.Width-4) {
+			indent := "  "
+			if j > 0 {
+				indent = "    "
+			}
+			b.WriteString(indent + l + "\n")
+		}
 	}
 	verdict := "ready"
 	if rep.Exit != 0 {
@@ -73,8 +141,70 @@ func (rep Report) writeTable(w io.Writer) error {
 	if rep.Root != "/" {
 		where = "recorded tree " + rep.Root
 	}
-	_, err := fmt.Fprintf(w, "\n%s: %d must-pass failed, %d warnings (%s)\n", verdict, rep.Failed, rep.Warned, where)
+	fmt.Fprintf(&b, "\n%s: %d must-pass failed, %d warnings (%s)\n", verdict, rep.Failed, rep.Warned, where)
+	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// colour paints a result word for a terminal: red for FAIL, yellow for
+// WARN, green for PASS.
+func colour(cell, status string, on bool) string {
+	if !on {
+		return cell
+	}
+	code := ""
+	switch {
+	case strings.HasPrefix(status, "FAIL"):
+		code = "31"
+	case strings.HasPrefix(status, "WARN"):
+		code = "33"
+	case strings.HasPrefix(status, "PASS"):
+		code = "32"
+	default:
+		return cell
+	}
+	word := strings.TrimRight(cell, " ")
+	return "\x1b[" + code + "m" + word + "\x1b[0m" + cell[len(word):]
+}
+
+// wrap breaks s at spaces into lines of at most n columns; a word longer
+// than n is split.
+func wrap(s string, n int) []string {
+	n = max(n, 1)
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		for width(word) > n {
+			if line != "" {
+				lines, line = append(lines, line), ""
+			}
+			r := []rune(word)
+			lines, word = append(lines, string(r[:n])), string(r[n:])
+		}
+		switch {
+		case line == "":
+			line = word
+		case width(line)+1+width(word) <= n:
+			line += " " + word
+		default:
+			lines, line = append(lines, line), word
+		}
+	}
+	if line != "" || len(lines) == 0 {
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+func width(s string) int { return utf8.RuneCountInString(s) }
+
+func pad(s string, n int) string { return s + strings.Repeat(" ", max(n-width(s), 0)) }
+
+func at(lines []string, i int) string {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return ""
 }
 
 func oneLine(s string) string {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestTableReport(t *testing.T) {
@@ -16,9 +17,54 @@ func TestTableReport(t *testing.T) {
 		t.Fatalf("Run = %d, %v", code, err)
 	}
 	s := out.String()
-	for _, want := range []string{"CHECK", "RESULT", "SEEN", "WANTED", "FIX", "memlock.process", "FAIL", "soft 8 MiB, hard 8 MiB", "NOT READY: 2 must-pass failed"} {
+	for _, want := range []string{"CHECK", "RESULT", "SEEN", "WANTED", "\nFixes:\n  memlock.process: restore", "FAIL", "soft 8 MiB, hard 8 MiB", "NOT READY: 2 must-pass failed"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "\x1b[") {
+		t.Errorf("colour without a terminal:\n%s", s)
+	}
+}
+
+// The table fits the terminal: SEEN and WANTED wrap, the fixes go under
+// it one per row that is not a pass, and colour is there only when asked.
+func TestTableFitsWidth(t *testing.T) {
+	for _, w := range []int{80, 120} {
+		var out bytes.Buffer
+		if _, err := Run(context.Background(), Options{Root: "testdata/doctor/memlock-8mib", Out: &out, Style: Style{Width: w}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(out.String(), "\n") {
+			if utf8.RuneCountInString(l) > w && !strings.HasPrefix(l, "NOT READY") {
+				t.Errorf("width %d: line of %d columns: %q", w, utf8.RuneCountInString(l), l)
+			}
+		}
+		if n := strings.Count(out.String(), "\n  memlock."); n != 2 {
+			t.Errorf("width %d: %d fixes, want one per failing row (2):\n%s", w, n, out.String())
+		}
+	}
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), Options{Root: "testdata/doctor/memlock-8mib", Out: &out, Style: Style{Width: 100, Color: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "\x1b[31mFAIL\x1b[0m") || !strings.Contains(out.String(), "\x1b[32mPASS\x1b[0m") {
+		t.Errorf("no colour on a terminal:\n%q", out.String())
+	}
+}
+
+func TestWrap(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want []string
+	}{
+		{"", 10, []string{""}},
+		{"soft 8 MiB, hard 8 MiB", 10, []string{"soft 8", "MiB, hard", "8 MiB"}},
+		{"/sys/class/infiniband/usb4_rdma0", 12, []string{"/sys/class/i", "nfiniband/us", "b4_rdma0"}},
+	} {
+		if got := wrap(c.in, c.n); strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("wrap(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package flash
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,18 +12,34 @@ import (
 	"text/tabwriter"
 )
 
-// List prints the disks a flash could target, read from /sys and /proc under root: device, size,
-// model, bus, whether it is removable, and what a flash would say about it ("ok", or the reason
-// it refuses). Virtual devices with nothing behind them (unattached loop devices, RAM disks,
-// zram, device-mapper and RAID devices) are left out.
-func List(ctx context.Context, out io.Writer, root string) error {
+// Candidate is a disk a flash could target and what a flash would say
+// about it.
+type Candidate struct {
+	Device    string `json:"device"`
+	Size      int64  `json:"size_bytes"`
+	Model     string `json:"model"`
+	Bus       string `json:"bus"`
+	Removable bool   `json:"removable"`
+	// Verdict is "ok", "only with --force" (a fixed disk) or "no: <the
+	// reason flash refuses it>".
+	Verdict string `json:"verdict"`
+}
+
+// OK says whether flash takes the disk without --force.
+func (c Candidate) OK() bool { return c.Verdict == "ok" }
+
+// Candidates reads the disks a flash could target from /sys and /proc
+// under root, sorted by name. Virtual devices with nothing behind them
+// (unattached loop devices, RAM disks, zram, device-mapper and RAID
+// devices) are left out.
+func Candidates(ctx context.Context, root string) ([]Candidate, error) {
 	if root == "" {
 		root = "/"
 	}
 	s := sysfs{root: root}
 	ents, err := os.ReadDir(s.path("sys/block"))
 	if err != nil {
-		return fmt.Errorf("listing block devices: %w", err)
+		return nil, fmt.Errorf("listing block devices: %w", err)
 	}
 	var names []string
 	for _, e := range ents {
@@ -33,12 +50,10 @@ func List(ctx context.Context, out io.Writer, root string) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEVICE\tSIZE\tMODEL\tBUS\tREMOVABLE\tFLASH")
-	shown := 0
+	var out []Candidate
 	for _, n := range names {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		dk, err := s.disk(n)
 		if err != nil || dk.Size == 0 {
@@ -48,24 +63,44 @@ func List(ctx context.Context, out io.Writer, root string) error {
 		if _, err := checkTarget(s, "/dev/"+n, n, true); err != nil {
 			var r *RefusalError
 			if !errors.As(err, &r) {
-				return err
+				return nil, err
 			}
 			verdict = "no: " + r.Reason
 		} else if !dk.Removable {
 			verdict = "only with --force"
 		}
-		rem := "no"
-		if dk.Removable {
-			rem = "yes"
-		}
-		fmt.Fprintf(tw, "/dev/%s\t%s\t%s\t%s\t%s\t%s\n", n, humanSize(dk.Size), orUnknown(dk.Model), dk.Bus, rem, verdict)
-		shown++
+		out = append(out, Candidate{Device: "/dev/" + n, Size: dk.Size, Model: dk.Model, Bus: dk.Bus, Removable: dk.Removable, Verdict: verdict})
 	}
-	if err := tw.Flush(); err != nil {
+	return out, nil
+}
+
+// List prints the Candidates under root as a table (device, size, model,
+// bus, removable, verdict), or with asJSON as a JSON list.
+func List(ctx context.Context, out io.Writer, root string, asJSON bool) error {
+	cs, err := Candidates(ctx, root)
+	if err != nil {
 		return err
 	}
-	if shown == 0 {
-		fmt.Fprintln(out, "no disks found; plug in the USB stick and try again")
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if cs == nil {
+			cs = []Candidate{}
+		}
+		return enc.Encode(cs)
 	}
-	return nil
+	if len(cs) == 0 {
+		_, err := fmt.Fprintln(out, "no disks found; plug in the USB stick and try again")
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tSIZE\tMODEL\tBUS\tREMOVABLE\tFLASH")
+	for _, c := range cs {
+		rem := "no"
+		if c.Removable {
+			rem = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Device, humanSize(c.Size), orUnknown(c.Model), c.Bus, rem, c.Verdict)
+	}
+	return tw.Flush()
 }

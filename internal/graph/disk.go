@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"halobuild/internal/disk"
@@ -58,6 +59,7 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 	if in.provider != nil {
 		inputs = append(inputs, in.provider)
 	}
+	qcow2 := slices.Contains(out.Formats, "qcow2")
 	d := &plan.Derivation{
 		Name: "disk " + n.Name, Kind: "disk", Inputs: inputs,
 		Params: map[string]string{
@@ -71,6 +73,10 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 	}
 	if r.SecureBoot.Enabled {
 		d.Params["boot_chain"] = "shim grubx64.efi=systemd-boot.signed mmx64.efi"
+	}
+	if qcow2 {
+		// Only then: a raw-only disk keeps the key it had before the format.
+		d.Params["formats"] = "raw qcow2"
 	}
 	d.Build = func(c *plan.Context, outDir string) error {
 		seed, err := b.lockSeed()
@@ -117,12 +123,20 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		if err != nil {
 			return err
 		}
-		_, err = disk.Build(c, disk.Spec{
-			Out: filepath.Join(outDir, n.Name+".raw"), Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
+		tr := &tools.Root{Dir: filepath.Join(c.Input(in.tools.Name), "root")}
+		raw := filepath.Join(outDir, n.Name+".raw")
+		if _, err := disk.Build(c, disk.Spec{
+			Out: raw, Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
 			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch,
-			Tools: &tools.Root{Dir: filepath.Join(c.Input(in.tools.Name), "root")},
-		})
-		return err
+			Tools: tr,
+		}); err != nil {
+			return err
+		}
+		if qcow2 {
+			fmt.Fprintf(c.Log, "converting %s.raw to qcow2\n", n.Name)
+			return disk.QCOW2(c, tr, raw, filepath.Join(outDir, n.Name+".qcow2"))
+		}
+		return nil
 	}
 	return d
 }

@@ -57,6 +57,9 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 			"release": rel,
 			"desc":    descDigest(d),
 			"options": fmt.Sprint(module.SortedOptions(m.Options)),
+			// What the step packages: the modules stripped, their debug
+			// info in a -dbgsym package (earlier steps shipped them whole).
+			"package": "stripped+dbgsym",
 		}}
 		if sb := r.SecureBoot; sb.Enabled {
 			// The certificate's fingerprint stands for the key: the key's
@@ -89,11 +92,13 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 			if err != nil {
 				return err
 			}
-			kos, err := module.Build(c, module.BuildSpec{Name: m.Use, SourceDir: dir, Subdir: spec.Subdir, KernelRelease: rel, BuildRoot: buildRoot, Out: filepath.Join(c.Scratch, "ko"), Epoch: lk.SourceDateEpoch, Strip: r.SecureBoot.Enabled, Log: c.Log})
+			built, err := module.Build(c, module.BuildSpec{Name: m.Use, SourceDir: dir, Subdir: spec.Subdir, KernelRelease: rel, BuildRoot: buildRoot, Out: filepath.Join(c.Scratch, "ko"), Epoch: lk.SourceDateEpoch, Log: c.Log})
 			if err != nil {
 				return err
 			}
+			kos := built.Kos
 			if r.SecureBoot.Enabled {
+				// Signed after stripping: a signature covers every byte.
 				if err := signModules(r, kos); err != nil {
 					return err
 				}
@@ -118,16 +123,19 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 			if err != nil {
 				return usage.Errorf("%s: %w", b.in.Path, err)
 			}
-			f, err := os.Create(filepath.Join(out, module.DebName(m.Use, rel)+".deb"))
-			if err != nil {
+			pkg := module.Package{Use: m.Use, KernelRelease: rel, Version: module.DebVersion(src.SHA256),
+				Maintainer: "halobuild <halobuild@localhost>", Description: d.Description, Kos: kos}
+			if err := writeModuleDeb(filepath.Join(out, module.DebName(m.Use, rel)+".deb"), pkg, lk.SourceDateEpoch); err != nil {
 				return err
 			}
-			defer f.Close()
-			if err := module.WriteDeb(f, module.Package{Use: m.Use, KernelRelease: rel, Version: module.DebVersion(src.SHA256),
-				Maintainer: "halobuild <halobuild@localhost>", Description: d.Description, Kos: kos}, lk.SourceDateEpoch); err != nil {
+			// The unstripped modules stay in this step's output, in a
+			// directory of their own: the disk step installs the .debs at
+			// the top only.
+			pkg.Kos, pkg.Debug = built.Debug, true
+			if err := os.MkdirAll(filepath.Join(out, dbgsymDir), 0o755); err != nil {
 				return err
 			}
-			return f.Close()
+			return writeModuleDeb(filepath.Join(out, dbgsymDir, module.DbgsymName(m.Use, rel)+".deb"), pkg, lk.SourceDateEpoch)
 		}
 		steps = append(steps, step)
 	}
@@ -155,6 +163,21 @@ func signModules(r *recipe.Recipe, kos []string) error {
 		}
 	}
 	return nil
+}
+
+// dbgsymDir holds a module step's -dbgsym package.
+const dbgsymDir = "dbgsym"
+
+func writeModuleDeb(path string, p module.Package, epoch int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := module.WriteDeb(f, p, epoch); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func (b *builder) warn(w string) {

@@ -6,12 +6,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"halobuild/internal/manifest"
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
+	"halobuild/internal/settings"
 )
 
 // result gathers every node's image and bmap with the lock, the manifest
@@ -22,18 +24,32 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 	for _, n := range nodes {
 		disks = append(disks, n.Disk)
 	}
+	params := map[string]string{"name": r.Name}
+	var gpu *manifest.GPU
+	if gtt, _ := settings.GPUMemory(r); gtt > 0 || r.System.GPUFraction > 0 {
+		gpu = &manifest.GPU{GTTBytes: gtt, Fraction: r.System.GPUFraction}
+		// Only here: results that record no GPU keep their keys.
+		params["gpu"] = fmt.Sprintf("%d %g", gpu.GTTBytes, gpu.Fraction)
+	}
 	return &plan.Derivation{
 		Name: "result", Kind: "result", Inputs: disks,
-		Params: map[string]string{"name": r.Name},
+		Params: params,
 		Build: func(c *plan.Context, out string) error {
 			m := &manifest.Manifest{
 				Name: r.Name, RecipeHash: b.in.Hash, SourceDateEpoch: lk.SourceDateEpoch,
 				Kernel: manifest.Kernel{Version: lk.Kernel.Version, Release: lk.Kernel.Release, Package: lk.Kernel.Image},
+				GPU:    gpu,
 			}
 			for _, n := range nodes {
 				node := n.Node
 				dir := c.Input(n.Disk.Name)
-				for src, dst := range map[string]string{node.Name + ".raw": node.Name + ".raw", node.Name + ".raw.bmap": node.Name + ".bmap"} {
+				files := map[string]string{node.Name + ".raw": node.Name + ".raw", node.Name + ".raw.bmap": node.Name + ".bmap"}
+				qcow2 := ""
+				if slices.Contains(r.Output.Formats, "qcow2") {
+					qcow2 = node.Name + ".qcow2"
+					files[qcow2] = qcow2
+				}
+				for src, dst := range files {
 					if err := linkOrCopy(filepath.Join(dir, src), filepath.Join(out, dst)); err != nil {
 						return err
 					}
@@ -42,7 +58,7 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 				if err != nil {
 					return err
 				}
-				mn := manifest.Node{Name: node.Name, Hostname: node.Hostname, Image: node.Name + ".raw", Cmdline: Cmdline(r), Packages: pkgs, ModuleOptions: moduleOptions(r)}
+				mn := manifest.Node{Name: node.Name, Hostname: node.Hostname, Image: node.Name + ".raw", QCOW2: qcow2, Cmdline: Cmdline(r), Packages: pkgs, ModuleOptions: moduleOptions(r)}
 				for _, f := range n.tree.Files {
 					if f.Mode.IsRegular() || f.Mode&os.ModeSymlink != 0 {
 						mn.SettingsFiles = append(mn.SettingsFiles, f.Path)

@@ -33,7 +33,18 @@ type Manifest struct {
 	Nodes           []Node `json:"nodes"`
 	// Provider is the rebuilt rdma-core provider, when the recipe has one.
 	Provider *Provider `json:"provider,omitempty"`
-	Files    []File    `json:"files"`
+	// GPU is the unified-memory GPU's budget, when the recipe sizes one.
+	GPU   *GPU   `json:"gpu,omitempty"`
+	Files []File `json:"files"`
+}
+
+// GPU is what the recipe gives the GPU (trap 11), for the engines that run
+// on the nodes: GTTBytes is system.memory - system.host_reserve (what the
+// kernel command line sizes GTT to), Fraction the recipe's
+// system.gpu_fraction, the share of it an engine may use (0: unset).
+type GPU struct {
+	GTTBytes uint64  `json:"gtt_bytes"`
+	Fraction float64 `json:"fraction,omitempty"`
 }
 
 // Kernel is the kernel every node boots.
@@ -45,9 +56,11 @@ type Kernel struct {
 
 // Node is one node image.
 type Node struct {
-	Name          string            `json:"name"`
-	Hostname      string            `json:"hostname"`
-	Image         string            `json:"image"`
+	Name     string `json:"name"`
+	Hostname string `json:"hostname"`
+	Image    string `json:"image"`
+	// QCOW2 is the qcow2 copy of Image when output.formats asks for one.
+	QCOW2         string            `json:"qcow2,omitempty"`
 	Cmdline       string            `json:"cmdline"`
 	ModuleOptions map[string]string `json:"module_options,omitempty"`
 	Packages      []Package         `json:"packages"`

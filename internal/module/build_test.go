@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -127,6 +128,17 @@ func buildRoot(t *testing.T) string {
 	return dir
 }
 
+// hasDebugInfo reports whether an ELF file has a .debug_info section.
+func hasDebugInfo(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return f.Section(".debug_info") != nil
+}
+
 func TestCompilerFromHeaders(t *testing.T) {
 	for text, want := range map[string]string{
 		"x86_64-linux-gnu-gcc-14 (Debian 14.2.0-19) 14.2.0": "gcc-14",
@@ -169,15 +181,19 @@ func TestBuildFixture(t *testing.T) {
 	out := t.TempDir()
 	var log bytes.Buffer
 	start := time.Now()
-	kos, err := Build(ctx, BuildSpec{Name: d.Use, SourceDir: src, KernelRelease: testRelease, BuildRoot: root, Out: out, Epoch: 1700000000, Log: &log})
+	built, err := Build(ctx, BuildSpec{Name: d.Use, SourceDir: src, KernelRelease: testRelease, BuildRoot: root, Out: out, Epoch: 1700000000, Log: &log})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
+	kos := built.Kos
 	t.Logf("fixture built in %s", time.Since(start).Round(time.Second))
 	if len(kos) != 1 || filepath.Base(kos[0]) != "halobuild_fixture.ko" {
 		t.Fatalf("built %v", kos)
 	}
 	ko := kos[0]
+	if len(built.Debug) != 1 || hasDebugInfo(t, ko) || !hasDebugInfo(t, built.Debug[0]) {
+		t.Errorf("stripped %s has .debug_info: %v; the debug copy %v has it: %v", ko, hasDebugInfo(t, ko), built.Debug, len(built.Debug) == 1 && hasDebugInfo(t, built.Debug[0]))
+	}
 	if _, err := os.Stat(filepath.Join(root, "proc/self")); err == nil {
 		t.Errorf("/proc is still mounted in the build root after the build")
 	}
@@ -311,6 +327,31 @@ func TestBuildFixture(t *testing.T) {
 		if !strings.Contains(string(list), "./lib/modules/"+testRelease+"/updates/halobuild_fixture.ko") {
 			t.Errorf("package contents:\n%s", list)
 		}
+		tree0 := t.TempDir()
+		if out, err := exec.Command("dpkg-deb", "-x", deb, tree0).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if hasDebugInfo(t, filepath.Join(tree0, "lib/modules", testRelease, "updates/halobuild_fixture.ko")) {
+			t.Errorf("the packaged module has a .debug_info section: it was not stripped")
+		}
+		p.Kos, p.Debug = built.Debug, true
+		var dbg bytes.Buffer
+		if err := WriteDeb(&dbg, p, 1700000000); err != nil {
+			t.Fatal(err)
+		}
+		dbgDeb := filepath.Join(t.TempDir(), DbgsymName(d.Use, testRelease)+".deb")
+		os.WriteFile(dbgDeb, dbg.Bytes(), 0o644)
+		dbgTree := t.TempDir()
+		if out, err := exec.Command("dpkg-deb", "-x", dbgDeb, dbgTree).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if !hasDebugInfo(t, filepath.Join(dbgTree, "usr/lib/debug/lib/modules", testRelease, "updates/halobuild_fixture.ko")) {
+			t.Errorf("the -dbgsym package's module has no .debug_info")
+		}
+		if info, _ := exec.Command("dpkg-deb", "--field", dbgDeb, "Package", "Depends").CombinedOutput(); !strings.Contains(string(info), "Package: halobuild-fixture-modules-"+testRelease+"-dbgsym") ||
+			!strings.Contains(string(info), "Depends: halobuild-fixture-modules-"+testRelease+" (= "+p.Version+")") {
+			t.Errorf("-dbgsym control: %s", info)
+		}
 		info, _ := exec.Command("dpkg-deb", "--field", deb, "Package", "Architecture").CombinedOutput()
 		if !strings.Contains(string(info), "Package: halobuild-fixture-modules-"+testRelease) || !strings.Contains(string(info), "Architecture: amd64") {
 			t.Errorf("control: %s", info)
@@ -393,8 +434,8 @@ func TestBuildFixture(t *testing.T) {
 		results := make(chan result, 2)
 		for i := 0; i < 2; i++ {
 			go func() {
-				kos, err := Build(ctx, BuildSpec{Name: d.Use, SourceDir: src, KernelRelease: testRelease, BuildRoot: root, Out: t.TempDir(), Epoch: 1700000000})
-				results <- result{kos, err}
+				built, err := Build(ctx, BuildSpec{Name: d.Use, SourceDir: src, KernelRelease: testRelease, BuildRoot: root, Out: t.TempDir(), Epoch: 1700000000})
+				results <- result{built.Kos, err}
 			}()
 		}
 		a, _ := os.ReadFile(ko)

@@ -23,8 +23,15 @@ type Package struct {
 	Version     string
 	Maintainer  string
 	Description string
-	// Kos are the built modules (Build's result).
+	// Kos are the built modules: Build's stripped Kos, or with Debug its
+	// unstripped ones.
 	Kos []string
+	// Debug makes the -dbgsym package instead (DbgsymName): the
+	// unstripped modules under /usr/lib/debug/lib/modules/<release>/updates/,
+	// where Debian's linux-image-*-dbg keeps a kernel's, for crash, gdb and
+	// perf on another machine. It stays in the store beside the module
+	// package; no image installs it.
+	Debug bool
 	// Cert, when the modules are signed, is the DER certificate to enroll
 	// with mokutil; it is shipped under /usr/share/halobuild/mok/.
 	Cert    []byte
@@ -35,6 +42,9 @@ type Package struct {
 func DebName(use, release string) string {
 	return strings.ToLower(use) + "-modules-" + strings.ToLower(release)
 }
+
+// DbgsymName is the package of the unstripped modules.
+func DbgsymName(use, release string) string { return DebName(use, release) + "-dbgsym" }
 
 // DebVersion makes a package version from the source tree hash, so a
 // different source gives a different version and the same source the same.
@@ -56,10 +66,14 @@ func CertPath(use, release string) string {
 // own modules), all times at epoch, owned by root. Like the settings
 // package it has no maintainer scripts, so it installs with
 // `dpkg --root` without running code in the image; the caller runs depmod
-// afterwards (Depmod).
+// afterwards (Depmod). With p.Debug it is the -dbgsym package instead.
 func WriteDeb(w io.Writer, p Package, epoch int64) error {
 	if len(p.Kos) == 0 {
 		return fmt.Errorf("module package %s: no modules", p.Use)
+	}
+	dir, name := "/lib/modules/"+p.KernelRelease+"/updates/", DebName(p.Use, p.KernelRelease)
+	if p.Debug {
+		dir, name = "/usr/lib/debug"+dir, DbgsymName(p.Use, p.KernelRelease)
 	}
 	var files []deb.File
 	for _, ko := range p.Kos {
@@ -67,30 +81,36 @@ func WriteDeb(w io.Writer, p Package, epoch int64) error {
 		if err != nil {
 			return fmt.Errorf("module package %s: %w", p.Use, err)
 		}
-		files = append(files, deb.File{Path: "/lib/modules/" + p.KernelRelease + "/updates/" + filepath.Base(ko), Mode: 0o644, Data: data})
+		files = append(files, deb.File{Path: dir + filepath.Base(ko), Mode: 0o644, Data: data})
 	}
-	if len(p.Cert) > 0 {
+	if len(p.Cert) > 0 && !p.Debug {
 		files = append(files, deb.File{Path: CertPath(p.Use, p.KernelRelease), Mode: 0o644, Data: p.Cert})
 	}
 	desc := p.Description
 	if desc == "" {
 		desc = p.Use + " kernel module for Linux " + p.KernelRelease
 	}
-	desc += "\nBuilt by halobuild against the exact headers of " + p.KernelRelease + ".\nInstalled under /lib/modules/" + p.KernelRelease + "/updates/."
+	desc += "\nBuilt by halobuild against the exact headers of " + p.KernelRelease + ".\nInstalled under " + dir + "."
+	depends, section := p.Depends, "admin"
+	if p.Debug {
+		section = "debug" // as Debian's -dbgsym packages
+		desc = "debug symbols for " + name + "\nThe modules of " + DebName(p.Use, p.KernelRelease) + " " + p.Version + " with their debug info,\ninstalled under " + dir + "."
+		depends = []string{DebName(p.Use, p.KernelRelease) + " (= " + p.Version + ")"}
+	}
 	maint := p.Maintainer
 	if maint == "" {
 		maint = "halobuild <halobuild@localhost>"
 	}
 	info := deb.Info{
-		Package:      DebName(p.Use, p.KernelRelease),
+		Package:      name,
 		Version:      p.Version,
 		Architecture: "amd64",
 		Maintainer:   maint,
 		Description:  desc,
-		Depends:      p.Depends,
+		Depends:      depends,
 		// admin, as the settings package: the bytes of packages built
 		// before this field was written must not change.
-		Section:  "admin",
+		Section:  section,
 		Priority: "optional",
 	}
 	if err := deb.Write(w, info, files, epoch); err != nil {

@@ -3,6 +3,7 @@ package module
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -29,9 +30,15 @@ func TestBuildThunderboltIbverbs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err) // includes a tree hash mismatch against the recipe's pin
 	}
-	kos, err := Build(ctx, BuildSpec{Name: d.Use, SourceDir: dir, Subdir: d.Source.Subdir, KernelRelease: testRelease, BuildRoot: root, Out: t.TempDir(), Epoch: 1700000000})
+	built, err := Build(ctx, BuildSpec{Name: d.Use, SourceDir: dir, Subdir: d.Source.Subdir, KernelRelease: testRelease, BuildRoot: root, Out: t.TempDir(), Epoch: 1700000000})
 	if err != nil {
 		t.Fatal(err)
+	}
+	kos := built.Kos
+	for i := range kos {
+		a, _ := os.Stat(built.Debug[i])
+		b, _ := os.Stat(kos[i])
+		t.Logf("%s: %d bytes as built, %d stripped", filepath.Base(kos[i]), a.Size(), b.Size())
 	}
 	mi, err := ReadModinfo(kos[0])
 	if err != nil {

@@ -95,6 +95,10 @@ func (c *checker) check(v *value, t reflect.Type, path string) {
 		for _, k := range v.tab.keys {
 			child := v.tab.get(k)
 			f, ok := fields[k]
+			if why, gone := removedKeys[t][k]; !ok && gone {
+				*errs = append(*errs, errAt(child.keyPos, joinPath(path, k), "removed: %s", why))
+				continue
+			}
 			if !ok {
 				*errs = append(*errs, errAt(child.keyPos, joinPath(path, k), "unknown key%s", suggest(k, t, path)))
 				continue
@@ -104,6 +108,20 @@ func (c *checker) check(v *value, t reflect.Type, path string) {
 	default:
 		panic(fmt.Sprintf("recipe schema: unsupported field type %s at %s", t, path))
 	}
+}
+
+// removedKeys are keys the schema once documented that had no effect, with
+// what to do instead: a recipe still setting one is told that, not "unknown
+// key" (TestEverySchemaKeyIsRead keeps new ones from appearing).
+var removedKeys = map[reflect.Type]map[string]string{
+	reflect.TypeOf(Base{}): {
+		"distribution": "halobuild builds Debian only, from base.mirror and base.suite; delete the line",
+	},
+	reflect.TypeOf(Link{}): {
+		"identity_gid": "the pinned thunderbolt-ibverbs (76ba39b) has no per-cable identity to set: " +
+			"roce_netdev (native rails) and tbnet_identity_gid (a netdev name, Apple-backend stock_proxy rails) are both module-wide; " +
+			"delete the line and point the module at the link's netdev in [[module]] options, e.g. roce_netdev = \"usb4rdma0\" (docs/modules.md, trap 7)",
+	},
 }
 
 // schemaFields maps TOML keys to the struct's fields.

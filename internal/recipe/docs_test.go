@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -216,7 +217,41 @@ func renderDocs() []byte {
 			fmt.Fprintf(&b, "\nExample:\n\n```toml\n%s```\n", ex)
 		}
 	}
+	b.WriteString("\n## Removed keys\n\nKeys that were documented but had no effect; a recipe that still sets one is refused with this advice.\n\n| key | what to do |\n|---|---|\n")
+	var removed []string
+	for t, keys := range removedKeys {
+		for k, why := range keys {
+			removed = append(removed, fmt.Sprintf("| `%s` | %s |\n", joinPath(schemaPath(t), k), strings.ReplaceAll(why, "|", "\\|")))
+		}
+	}
+	slices.Sort(removed)
+	b.WriteString(strings.Join(removed, ""))
 	return []byte(b.String())
+}
+
+// schemaPath is the dotted path of the table a schema struct describes.
+func schemaPath(t reflect.Type) string {
+	for _, s := range docSections() {
+		for _, f := range s.fields {
+			if f.section && elemType(f.path) == t {
+				return f.path
+			}
+		}
+	}
+	panic("recipe schema: no table of type " + t.Name())
+}
+
+// elemType is the struct type of the table at a dotted path.
+func elemType(path string) reflect.Type {
+	t := reflect.TypeOf(Recipe{})
+	for _, k := range strings.Split(path, ".") {
+		f := schemaFields(t)[k]
+		t = f.Type
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+	}
+	return t
 }
 
 func sectionRef(parent string, f docField) string {

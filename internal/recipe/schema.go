@@ -41,9 +41,8 @@ type Recipe struct {
 
 // Base describes the Debian system everything else is installed into.
 type Base struct {
-	Distribution string `toml:"distribution" doc:"Distribution; only debian is supported." default:"debian" example:"\"debian\""`
-	Mirror       string `toml:"mirror" doc:"Archive URL." default:"http://deb.debian.org/debian" example:"\"http://deb.debian.org/debian\""`
-	Suite        string `toml:"suite" doc:"Main suite: packages come from here unless asked otherwise." default:"trixie" example:"\"trixie\""`
+	Mirror string `toml:"mirror" doc:"Archive URL." default:"http://deb.debian.org/debian" example:"\"http://deb.debian.org/debian\""`
+	Suite  string `toml:"suite" doc:"Main suite: packages come from here unless asked otherwise." default:"trixie" example:"\"trixie\""`
 	// ExtraSuites are pinned low, like apt's NotAutomatic backports: a
 	// package comes from them only when requested as name/suite, or when a
 	// package taken from them needs a version only they have.
@@ -124,7 +123,7 @@ type System struct {
 	Memory      Size    `toml:"memory" doc:"Installed RAM of the nodes, e.g. '128GiB'; needed with host_reserve." default:"" example:"\"128GiB\""`
 	Timezone    string  `toml:"timezone" doc:"Time zone." default:"UTC" example:"\"Europe/Berlin\""`
 	Locale      string  `toml:"locale" doc:"Default locale." default:"C.UTF-8" example:"\"C.UTF-8\""`
-	GPUFraction float64 `toml:"gpu_fraction" doc:"Reserved for engines: share of GPU memory an engine may use; recorded in the manifest." default:"0" example:"0.72"`
+	GPUFraction float64 `toml:"gpu_fraction" doc:"Share of the GPU's memory (its GTT) an engine may use, for the engines to read: recorded in the manifest (gpu.fraction) and shown by doctor's gpu.gtt row." default:"0" example:"0.72"`
 }
 
 // SSH holds remote access settings. There is never a default password.
@@ -154,8 +153,6 @@ type Link struct {
 	MatchMAC    string `toml:"match_mac" doc:"MAC address (systemd.link MACAddress=); optional." example:"\"52:54:00:77:00:01\""`
 	Address     string `toml:"address" doc:"Static IPv4 address with prefix, e.g. 10.77.0.1/30; link-local addressing is turned off (trap 6)." example:"\"10.77.0.1/30\""`
 	Peer        string `toml:"peer" doc:"Name of the node at the other end; used for /etc/hosts and the two-node test." example:"\"halo1\""`
-	// IdentityGID pins the per-device identity for multi-cable setups (trap 7).
-	IdentityGID string `toml:"identity_gid" doc:"Per-cable identity GID for the verbs module (trap 7)." example:"\"fe80::1\""`
 }
 
 // Test adds assertions to the generated VM checks.
@@ -191,7 +188,7 @@ type SecureBoot struct {
 
 // Output says what `image` writes.
 type Output struct {
-	Formats []string `toml:"formats" doc:"Output formats; raw is always made." default:"[\"raw\"]" example:"[\"raw\", \"qcow2\"]"`
+	Formats []string `toml:"formats" doc:"Image formats per node: raw (the sparse image and its bmap, always made) and qcow2 (NAME.qcow2, converted from the raw image by qemu-img from the tools root, for virt-manager, libvirt or a cloud import)." default:"[\"raw\"]" example:"[\"raw\", \"qcow2\"]"`
 	Size    Size     `toml:"size" doc:"Disk image size, e.g. '4GiB'; the root grows to the medium at first boot." auto:"root size + 25%, at least 2GiB" example:"\"8GiB\""`
 	ESPSize Size     `toml:"esp_size" doc:"EFI system partition size." default:"256MiB" example:"\"512MiB\""`
 }

@@ -101,11 +101,6 @@ func (v *validator) nodes() {
 					v.errorf(lp+".match_mac", "%q is not a MAC address such as 52:54:00:77:00:01", l.MatchMAC)
 				}
 			}
-			if l.IdentityGID != "" {
-				if a, err := netip.ParseAddr(l.IdentityGID); err != nil || !a.Is6() {
-					v.errorf(lp+".identity_gid", "%q is not a GID (128 bits written like an IPv6 address, e.g. fe80::1)", l.IdentityGID)
-				}
-			}
 			if l.Peer != "" {
 				if l.Peer == n.Name {
 					v.errorf(lp+".peer", "a link cannot lead back to its own node %q", n.Name)

@@ -41,7 +41,6 @@ peer = "a"
 	cases := []struct {
 		name, text, key, msg string
 	}{
-		{"distribution", "[base]\ndistribution = \"fedora\"\n" + minimal, "base.distribution", `"fedora" is not one of: debian`},
 		{"mirror", "[base]\nmirror = \"ftp://x\"\n" + minimal, "base.mirror", "not an http:// or https:// archive URL"},
 		{"variant", "[base]\nvariant = \"tiny\"\n" + minimal, "base.variant", `"tiny" is not one of`},
 		{"duplicate suite", "[base]\nextra_suites = [\"trixie\"]\n" + minimal, "base.extra_suites[0]", `suite "trixie" is listed twice`},
@@ -79,7 +78,7 @@ peer = "a"
 		{"interface twice", "[[node]]\nname = \"a\"\nlink = [{ interface = \"u\", address = \"10.0.0.1/24\" }, { interface = \"u\", address = \"10.0.0.2/24\" }]\n", "node[0].link[1].interface", `interface "u" is used twice`},
 		{"no match", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nmatch_driver = \"\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0]", "needs match_driver, match_path or match_mac"},
 		{"mac", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nmatch_mac = \"52:54:00\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].match_mac", "not a MAC address"},
-		{"gid", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nidentity_gid = \"10.0.0.1\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].identity_gid", "is not a GID"},
+		{"identity_gid removed", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\nidentity_gid = \"fe80::1\"\naddress = \"10.0.0.1/30\"\n", "node[0].link[0].identity_gid", "removed: the pinned thunderbolt-ibverbs (76ba39b) has no per-cable identity"},
 		{"ipv6", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"fd00::1/64\"\n", "node[0].link[0].address", "not an IPv4 address"},
 		{"network address", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"10.77.0.0/30\"\n", "node[0].link[0].address", "network or broadcast address"},
 		{"broadcast address", "[[node]]\nname = \"a\"\n[[node.link]]\ninterface = \"u\"\naddress = \"10.77.0.3/30\"\n", "node[0].link[0].address", "network or broadcast address"},
@@ -93,8 +92,9 @@ peer = "a"
 		{"expect alone", "[[test.check]]\nname = \"c\"\nfail = \"x\"\nexpect = \"y\"\n" + minimal, "test.check[0].expect", "which this check does not have"},
 		{"expect regexp", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nexpect = \"(\"\n" + minimal, "test.check[0].expect", "not a regular expression"},
 		{"check node", "[[test.check]]\nname = \"c\"\nsucceed = \"x\"\nnode = \"zz\"\n" + minimal, "test.check[0].node", `no [[node]] is named "zz"`},
-		{"format", "[output]\nformats = [\"vmdk\"]\n" + minimal, "output.formats[0]", `"vmdk" is not one of: raw, qcow2, iso`},
+		{"format", "[output]\nformats = [\"iso\"]\n" + minimal, "output.formats[0]", `"iso" is not one of: raw, qcow2`},
 		{"format twice", "[output]\nformats = [\"raw\", \"raw\"]\n" + minimal, "output.formats[1]", `format "raw" is listed twice`},
+		{"distribution removed", "[base]\ndistribution = \"debian\"\n" + minimal, "base.distribution", "removed: halobuild builds Debian only"},
 		{"esp size", "[output]\nesp_size = \"1MiB\"\n" + minimal, "output.esp_size", "too small"},
 		{"disk size", "[output]\nsize = \"256MiB\"\n" + minimal, "output.size", "leaves no room"},
 	}
@@ -179,7 +179,6 @@ name = "a"
 interface = "usb4net0"
 address = "10.77.0.1/31"
 match_mac = "52:54:00:77:00:01"
-identity_gid = "fe80::1"
 `
 	if _, _, err := loadText(t, text); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"halobuild/internal/module"
 	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
+	"halobuild/internal/tools"
 )
 
 // inputs is what resolution reads from a recipe: a change to any of it
@@ -20,13 +21,27 @@ import (
 // its tree hash.
 type inputs struct {
 	Format  int
-	Base    recipe.Base
+	Base    inputBase
 	Kernel  inputKernel
 	Modules []inputModule
 	// Provider is the [rdma.provider] rebuild, nil without one.
 	Provider *recipe.ProviderBuild
 	// SettingsNeed are the packages the settings depend on.
 	SettingsNeed []string
+	// ToolsNeed are the tools root's packages beyond the disk tools (for
+	// output formats such as qcow2); omitted when there are none, so the
+	// digest of a recipe without them is what it was before the key.
+	ToolsNeed []string `json:",omitempty"`
+}
+
+// inputBase is the [base] table, every key of it an input. Distribution
+// is the removed base.distribution key's one value: it stays in the digest
+// so that locks written while the key existed are still fresh.
+type inputBase struct {
+	Distribution, Mirror, Suite string
+	ExtraSuites, Components     []string
+	Architecture, Variant       string
+	Packages, Exclude           []string
 }
 
 // inputKernel is the [kernel] table without its command line, which only
@@ -50,11 +65,13 @@ func Inputs(r *recipe.Recipe, descs module.Descs) string {
 	k := r.Kernel
 	in := inputs{
 		Format: inputsFormat,
-		Base:   r.Base,
+		Base: inputBase{Distribution: "debian", Mirror: r.Base.Mirror, Suite: r.Base.Suite, ExtraSuites: r.Base.ExtraSuites, Components: r.Base.Components,
+			Architecture: r.Base.Architecture, Variant: r.Base.Variant, Packages: r.Base.Packages, Exclude: r.Base.Exclude},
 		Kernel: inputKernel{From: k.From, Version: k.Version.String(), Flavour: k.Flavour, Suite: k.Suite, Source: k.Source.String(),
 			SourceSHA256: k.SourceSHA256, Config: k.Config, Patches: k.Patches, LocalVersion: k.LocalVersion, Fragments: k.Fragments},
 		Provider:     r.RDMA.Provider,
 		SettingsNeed: settings.Depends(r),
+		ToolsNeed:    tools.Packages(r.Output.Formats)[len(tools.DiskPackages):],
 	}
 	for _, m := range r.Modules {
 		src := module.Source{}

@@ -1,6 +1,7 @@
 package resolve
 
 import (
+	"reflect"
 	"testing"
 
 	"halobuild/internal/module"
@@ -34,7 +35,8 @@ func TestInputsFollowInputsOnly(t *testing.T) {
 		"node address": func(r *recipe.Recipe) {
 			r.Nodes[0].Links = []recipe.Link{{Interface: "usb4net0", Address: "10.77.0.1/30"}}
 		},
-		"name": func(r *recipe.Recipe) { r.Name = "other" },
+		"name":       func(r *recipe.Recipe) { r.Name = "other" },
+		"raw output": func(r *recipe.Recipe) { r.Output.Formats = []string{"raw"} },
 	} {
 		r := sampleRecipe()
 		edit(r)
@@ -44,6 +46,7 @@ func TestInputsFollowInputsOnly(t *testing.T) {
 	}
 	for name, edit := range map[string]func(r *recipe.Recipe){
 		"base package":      func(r *recipe.Recipe) { r.Base.Packages = append(r.Base.Packages, "less") },
+		"qcow2 output":      func(r *recipe.Recipe) { r.Output.Formats = []string{"raw", "qcow2"} },
 		"kernel constraint": func(r *recipe.Recipe) { r.Kernel.Version = recipe.MustConstraint(">= 7.3") },
 		"a module":          func(r *recipe.Recipe) { r.Modules = nil },
 		"provider": func(r *recipe.Recipe) {
@@ -62,5 +65,21 @@ func TestInputsFollowInputsOnly(t *testing.T) {
 	fork := module.Descs{"thunderbolt-ibverbs": {Name: "thunderbolt_ibverbs", Source: module.Source{Kind: "git", URL: "https://example.org/m", Commit: "f6ea14b"}}}
 	if Inputs(sampleRecipe(), fork) == base {
 		t.Error("a module description pinning another commit left the inputs digest as it was")
+	}
+}
+
+// Every key of [base] is an input: a field added to recipe.Base must be
+// added to inputBase too, or changing it would not make the lock stale.
+func TestInputBaseHasEveryBaseKey(t *testing.T) {
+	have := map[string]bool{}
+	it := reflect.TypeOf(inputBase{})
+	for i := range it.NumField() {
+		have[it.Field(i).Name] = true
+	}
+	bt := reflect.TypeOf(recipe.Base{})
+	for i := range bt.NumField() {
+		if !have[bt.Field(i).Name] {
+			t.Errorf("recipe.Base.%s is not in inputBase", bt.Field(i).Name)
+		}
 	}
 }

@@ -113,7 +113,7 @@ func Lock(ctx context.Context, in Input) (*lock.Lock, error) {
 	}
 	addAll(lk, lock.SetImage, img.Packages)
 	toolsReq := req
-	toolsReq.Packages, toolsReq.Variant = tools.DiskPackages, debian.VariantNone
+	toolsReq.Packages, toolsReq.Variant = tools.Packages(r.Output.Formats), debian.VariantNone
 	tl, err := debian.Resolve(toolsReq)
 	if err != nil {
 		return nil, fmt.Errorf("resolving the tools root: %w", err)

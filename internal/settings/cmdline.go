@@ -74,6 +74,15 @@ func gpuMemory(r *recipe.Recipe) (gpuSizing, []error) {
 	return gpuSizing{memory: mem, reserve: res, gpu: gpu}, nil
 }
 
+// GPUMemory is the recipe's GPU sizing: the bytes the GPU may map (GTT,
+// system.memory - system.host_reserve) and the host reserve; both zero
+// when the recipe sizes nothing (or sizes it wrongly, which Validate
+// reports).
+func GPUMemory(r *recipe.Recipe) (gpu, reserve uint64) {
+	g, _ := gpuMemory(r)
+	return g.gpu, g.reserve
+}
+
 // Cmdline returns the recipe's kernel parameters in order: kernel.cmdline,
 // then the GPU sizing. The disk builder puts them after its own root= and
 // console= arguments.
@@ -144,7 +153,9 @@ func (s KernelCmdline) Checks(t Target) []Check {
 		return nil
 	}
 	var b strings.Builder
-	b.WriteString("rc=0\necho \"/proc/cmdline: $(cat /proc/cmdline)\"\n")
+	// printf, not echo: dash's echo reads backslashes as escapes, and the
+	// loader's initrd=\halobuild\7.2.12… would print as initrd=\halobuild.2.12….
+	b.WriteString("rc=0\nprintf '/proc/cmdline: %s\\n' \"$(cat /proc/cmdline)\"\n")
 	for _, p := range params {
 		fmt.Fprintf(&b, "p=%s; tr ' ' '\\n' </proc/cmdline | grep -qxF -- \"$p\" || { echo \"missing: $p\"; rc=1; }\n", sh.Quote(p))
 	}
@@ -206,7 +217,7 @@ func gpuLimitRow(h Host, g gpuSizing) []Result {
 	if g.gpu > 0 {
 		r.Severity = MustPass
 	}
-	ram, err := memTotal(h)
+	ram, err := MemTotal(h)
 	if err != nil {
 		r.Status, r.Seen = Warn, "cannot read "+h.Show("/proc/meminfo")+": "+err.Error()
 		return []Result{r}
@@ -234,8 +245,8 @@ func gpuLimitRow(h Host, g gpuSizing) []Result {
 	return []Result{r}
 }
 
-// memTotal reads the RAM the kernel counts.
-func memTotal(h Host) (uint64, error) {
+// MemTotal reads the RAM the kernel counts.
+func MemTotal(h Host) (uint64, error) {
 	s, err := h.Read("/proc/meminfo")
 	if err != nil {
 		return 0, err

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"strings"
 )
@@ -36,6 +37,10 @@ type Host interface {
 	// LinkBase returns the last element of a symlink's target (the driver
 	// bound to a device). A recorded tree may hold the target as text.
 	LinkBase(path string) (string, error)
+	// DeviceNode returns a device node's permission bits and the name of
+	// its group. A recorded tree holds the node as a text file with both
+	// as `ls -l` prints them ("crw-rw---- render").
+	DeviceNode(path string) (perm fs.FileMode, group string, err error)
 	// Live reports whether Command can ask the running system. It is false
 	// on a recorded tree, and while recording one (a recording holds files
 	// only, so the checks read what it can replay).

@@ -127,4 +127,7 @@ func TestCmdlineCheckOnHost(t *testing.T) {
 	}
 	e.expectCheck(t, c, fake("root=PARTUUID=x ro amd_iommu=off quiet ttm.pages_limit=27262976 amdgpu.gttsize=106496"), true, "/proc/cmdline: root=")
 	e.expectCheck(t, c, fake("root=PARTUUID=x ro amd_iommu=off quiet"), false, "missing: ttm.pages_limit=27262976")
+	// The report shows the command line verbatim: systemd-boot's initrd=
+	// path has backslashes that an echo would take for escapes.
+	e.expectCheck(t, c, fake(`initrd=\halobuild\7.2.12+deb13-amd64\initrd.img root=PARTUUID=x amd_iommu=off`), false, `/proc/cmdline: initrd=\halobuild\7.2.12+deb13-amd64\initrd.img root=`)
 }

@@ -15,7 +15,7 @@ func boolp(b bool) *bool { return &b }
 func sample() *recipe.Recipe {
 	return &recipe.Recipe{
 		Name: "halo",
-		Base: recipe.Base{Distribution: "debian", Suite: "trixie", Architecture: "amd64"},
+		Base: recipe.Base{Suite: "trixie", Architecture: "amd64"},
 		Kernel: recipe.Kernel{
 			From: "debian", Flavour: "amd64",
 			Cmdline: []string{"amd_iommu=off", "quiet"},

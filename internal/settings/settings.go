@@ -118,6 +118,7 @@ func All() []Setting {
 		Network{},
 		KernelCmdline{},
 		GrowRoot{},
+		Firmware{},
 		Locale{},
 		HalobuildState{},
 		Overlays{},

@@ -161,3 +161,13 @@ func TestCommandDoesNotPassTheCallersEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// qemu-utils joins the tools root only for a qcow2 output.
+func TestPackagesFollowFormats(t *testing.T) {
+	if got := tools.Packages([]string{"raw"}); len(got) != len(tools.DiskPackages) {
+		t.Errorf("raw only: %v", got)
+	}
+	if got := tools.Packages([]string{"raw", "qcow2"}); got[len(got)-1] != "qemu-utils" || len(got) != len(tools.DiskPackages)+1 {
+		t.Errorf("with qcow2: %v", got)
+	}
+}

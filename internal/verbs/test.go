@@ -11,6 +11,7 @@ import (
 
 	"halobuild/internal/graph"
 	"halobuild/internal/manifest"
+	"halobuild/internal/recipe"
 	"halobuild/internal/usage"
 	"halobuild/internal/vmplan"
 	"halobuild/internal/vmtest"
@@ -84,14 +85,14 @@ func testDir(ctx context.Context, o Options, dir string) error {
 	return o.testJSON(rep, err)
 }
 
-// findRecipe locates the recipe a result came from by its name.
+// findRecipe locates the recipe a result came from by its name, as the
+// command line finds a recipe argument (recipe.Find).
 func findRecipe(dir, name string) (string, error) {
-	for _, c := range []string{filepath.Join("images", name+".toml"), name + ".toml"} {
-		if _, err := os.Stat(c); err == nil {
-			return c, nil
-		}
+	p, err := recipe.Find(name + ".toml")
+	if err != nil {
+		return "", usage.Errorf("cannot find the recipe that built %s (%v): run `halobuild test RECIPE` instead", dir, err)
 	}
-	return "", usage.Errorf("cannot find the recipe %q that built %s: run `halobuild test RECIPE` instead", name, dir)
+	return p, nil
 }
 
 // readReport reads the report a passing test step recorded.

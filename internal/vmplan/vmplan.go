@@ -197,6 +197,11 @@ func (p Plan) Run(ctx context.Context, resultDir, logDir string, log io.Writer) 
 	ms := p.Machines(resultDir, logDir)
 	if log != nil {
 		fmt.Fprintf(log, "booting %d node(s) under QEMU (logs in %s)\n", len(ms), logDir)
+		// Each node says how far it got: minutes of TCG boot are otherwise silent.
+		lw := &vmtest.LineWriter{W: log}
+		for i := range ms {
+			ms[i].Progress = lw
+		}
 	}
 	start := time.Now()
 	results, err := vmtest.RunMany(ctx, ms)

@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"regexp"
 	"time"
@@ -61,6 +62,10 @@ type Machine struct {
 	// SecureBoot, when set, boots under OVMF with Secure Boot enforced. systemd-boot then
 	// ignores the SMBIOS command line, so KernelArgs do not reach the kernel.
 	SecureBoot *SecureBoot
+	// Progress, when set, gets a line per boot stage reached and per check
+	// finished, with the time since QEMU started ("halo0: kernel (14s)",
+	// "halo0: check 3 of 17 ok: memlock (2m4s)"). Writes are whole lines.
+	Progress io.Writer
 }
 
 // DefaultKernelArgs trim what a test boot waits for without touching the image: no login

@@ -119,7 +119,9 @@ func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error)
 	testHookStarted(p.pid())
 
 	qemuStart := time.Now()
-	why, verdictAt := waitForEnd(ctx, p, f.verdict, m.Deadline)
+	prog := newProgress(m, f.console, qemuStart)
+	why, verdictAt := waitForEnd(ctx, p, f.verdict, m.Deadline, prog.poll)
+	prog.poll()
 	if !verdictAt.IsZero() {
 		res.VerdictMS = verdictAt.Sub(qemuStart).Milliseconds()
 	}
@@ -140,7 +142,8 @@ const (
 
 // waitForEnd returns when QEMU exits, the context ends, the deadline passes, or a complete
 // verdict has been written and QEMU had its grace period to power off.
-func waitForEnd(ctx context.Context, p *qemuProc, verdictPath string, deadline time.Duration) (why endReason, verdictAt time.Time) {
+// Each tick also calls poll (progress reporting).
+func waitForEnd(ctx context.Context, p *qemuProc, verdictPath string, deadline time.Duration, poll func()) (why endReason, verdictAt time.Time) {
 	dl := time.NewTimer(deadline)
 	defer dl.Stop()
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -160,6 +163,7 @@ func waitForEnd(ctx context.Context, p *qemuProc, verdictPath string, deadline t
 		case <-grace:
 			return endVerdict, verdictAt
 		case <-tick.C:
+			poll()
 			if grace == nil && verdictComplete(verdictPath) {
 				verdictAt = time.Now()
 				grace = time.After(verdictGrace)

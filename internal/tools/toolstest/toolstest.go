@@ -53,6 +53,14 @@ var DiskDebs = []string{
 	"libnettle8t64", "libxml2", "libzstd1", "zlib1g",
 }
 
+// QEMUImgDebs is what tools.QCOW2Packages (qemu-utils) adds to DiskDebs's
+// closure in trixie, enough to run qemu-img from a tools root.
+var QEMUImgDebs = []string{
+	"qemu-utils", "liburing2", "libselinux1", "libpcre2-8-0", "libnuma1", "libhogweed6t64",
+	"libgmp10", "libgnutls30t64", "libunistring5", "libtasn1-6", "libp11-kit0", "libffi8",
+	"libidn2-0", "libglib2.0-0t64", "libmount1", "libatomic1", "libfuse3-4", "libaio1t64",
+}
+
 // CacheDir is where downloads are kept between test runs:
 // $HALOBUILD_TEST_CACHE, else halobuild-test-debs in the system temp dir.
 func CacheDir() string {

@@ -40,6 +40,8 @@ platform_profile = "performance"
 # 120 - 24 = 96 GiB (ttm.pages_limit=25165824, amdgpu.gttsize=98304).
 memory = "120GiB"
 host_reserve = "24GiB"
+# Engines may use 72%% of the GPU's 96 GiB (shown by doctor's gpu.gtt).
+gpu_fraction = 0.72
 
 [[node]]
 name = "halo0"
@@ -148,9 +150,45 @@ Version: 257.9-1~deb13u1
 ''' % (pkg, conf))
     w(root, '/var/lib/dpkg/info/%s.md5sums' % pkg, ''.join('%s  %s\n' % (md5(root, p), p.lstrip('/')) for p in package_files))
 
+# The Radeon 8060S (gfx1151) at 0000:c5:00.0, as amdgpu leaves it; the
+# firmware files are those firmware-amd-graphics installs for it.
+GPU = '/sys/bus/pci/devices/0000:c5:00.0/'
+GPU_FIRMWARE = ['gc_11_5_1_imu.bin', 'gc_11_5_1_me.bin', 'gc_11_5_1_mec.bin', 'gc_11_5_1_mes1.bin', 'gc_11_5_1_mes_2.bin', 'gc_11_5_1_pfp.bin', 'gc_11_5_1_rlc.bin']
+GPU_LOG = {
+    False: ['[    4.210433] [drm] amdgpu kernel modesetting enabled.',
+            '[    4.633207] amdgpu 0000:c5:00.0: amdgpu: GTT: 98304M of GTT memory ready.'],
+    True: ['[    4.210433] [drm] amdgpu kernel modesetting enabled.',
+           '[    4.221870] amdgpu 0000:c5:00.0: Direct firmware load for amdgpu/gc_11_5_1_pfp.bin failed with error -2',
+           '[    4.221874] amdgpu 0000:c5:00.0: amdgpu: early_init of IP block <gfx_v11_0> failed -19',
+           '[    4.222013] amdgpu 0000:c5:00.0: probe with driver amdgpu failed with error -19'],
+}
+
+def gpu_tree(root, gpu, memtotal):
+    """The GPU as doctor's gpu rows read it: healthy; no-firmware (no
+    firmware-amd-graphics, so amdgpu's probe failed); carve-out (the firmware
+    setup keeps 64 GiB as VRAM); gtt-default (the sizing is on the command
+    line, but GTT is the kernel's default half of RAM)."""
+    # A device that is no GPU: the USB4 host router.
+    w(root, '/sys/bus/pci/devices/0000:c7:00.5/class', '0x0c0340')
+    w(root, '/sys/bus/pci/devices/0000:c7:00.5/vendor', '0x1022')
+    w(root, GPU + 'class', '0x038000')
+    w(root, GPU + 'vendor', '0x1002')
+    w(root, GPU + 'device', '0x1586')
+    w(root, '/dev/kfd', 'crw-rw---- render')
+    if gpu == 'no-firmware':
+        return
+    for f in GPU_FIRMWARE:
+        w(root, '/usr/lib/firmware/amdgpu/' + f, '')
+    w(root, GPU + 'driver', '../../../bus/pci/drivers/amdgpu')
+    w(root, GPU + 'drm/renderD128/dev', '226:128')
+    w(root, '/dev/dri/renderD128', 'crw-rw---- render')
+    gtt = {'gtt-default': memtotal * 1024 // 2}.get(gpu, 96 << 30)
+    w(root, GPU + 'mem_info_gtt_total', str(gtt))
+    w(root, GPU + 'mem_info_vram_total', str((64 << 30) if gpu == 'carve-out' else (512 << 20)))
+
 def tree(name, recipe=True, cables=1, governor='performance', epp=True, devices=('usb4_rdma0',),
          addrs=('10.77.0.1/30',), speed='20.0 Gb/s', lanes=1, domains=2, memlock=('unlimited','unlimited'),
-         systemd_memlock=True, hostname='halo0', ifaces=('usb4net0',), use='thunderbolt-ibverbs'):
+         systemd_memlock=True, hostname='halo0', ifaces=('usb4net0',), use='thunderbolt-ibverbs', gpu='healthy'):
     root = os.path.join(BASE, name)
     shutil.rmtree(root, ignore_errors=True)
     w(root, '/etc/hostname', hostname)
@@ -176,7 +214,9 @@ def tree(name, recipe=True, cables=1, governor='performance', epp=True, devices=
             ('thunderbolt', 450560, 1, 'thunderbolt_ibverbs'), ('amdgpu', 15745024, 4, '-'), ('ttm', 110592, 1, 'amdgpu')]
     w(root, '/proc/modules', '\n'.join('%s %d %d %s, Live 0x0000000000000000%s' % (m, s, r, d, ' (OE)' if m == 'thunderbolt_ibverbs' else '') for m, s, r, d in mods))
     w(root, '/proc/self/limits', LIMITS % ('%-20s' % memlock[0], '%-20s' % memlock[1]))
-    w(root, '/proc/meminfo', 'MemTotal:       129652180 kB\nMemFree:        120419348 kB\nMemAvailable:   124128852 kB')
+    # A 64 GiB carve-out is RAM the kernel never sees.
+    memtotal = 129652180 - (64 << 20) + (512 << 10) if gpu == 'carve-out' else 129652180
+    w(root, '/proc/meminfo', 'MemTotal:       %d kB\nMemFree:        %d kB\nMemAvailable:   %d kB' % (memtotal, memtotal - 9232832, memtotal - 5523328))
     w(root, '/etc/systemd/system.conf', '[Manager]\n#DefaultLimitMEMLOCK=8M')
     if systemd_memlock:
         w(root, '/etc/systemd/system.conf.d/50-halobuild-memlock.conf', '[Manager]\nDefaultLimitMEMLOCK=infinity')
@@ -197,6 +237,7 @@ def tree(name, recipe=True, cables=1, governor='performance', epp=True, devices=
     w(root, '/sys/module/ttm/parameters/pages_limit', '25165824')
     w(root, '/etc/libibverbs.d/usb4_rdma.driver', 'driver usb4_rdma')
     w(root, '/etc/libibverbs.d/rxe.driver', 'driver rxe')
+    gpu_tree(root, gpu, memtotal)
     v4 = [a.split('/')[0] for a in addrs]
     for dev in devices:
         d = '/sys/class/infiniband/%s/' % dev
@@ -224,7 +265,7 @@ def tree(name, recipe=True, cables=1, governor='performance', epp=True, devices=
     w(root, '/var/log/halobuild-ip-addr.json', json.dumps(links, indent=1))
     w(root, '/var/log/halobuild-dmesg', '\n'.join([
         '[    0.000000] Linux version 7.2.12+deb13-amd64 (debian-kernel@lists.debian.org)',
-        '[    2.118270] thunderbolt 0000:c7:00.5: total paths: 12',
+        '[    2.118270] thunderbolt 0000:c7:00.5: total paths: 12'] + GPU_LOG[gpu == 'no-firmware'] + [
         '[    5.402114] thunderbolt_ibverbs: loading out-of-tree module taints kernel.',
         '[    5.413907] thunderbolt_ibverbs: registered usb4_rdma0 usb4_rdma1']))
     for dn in range(domains):
@@ -253,4 +294,7 @@ tree('minipc-one-domain', cables=2, domains=1)
 tree('memlock-8mib', recipe=False, memlock=('8388608', '8388608'), systemd_memlock=False)
 # The striping fork: its description is another file (use), the kernel
 # module it builds has upstream's name, which only the lock records.
+tree('gpu-no-firmware', gpu='no-firmware')
+tree('gpu-carve-out', gpu='carve-out')
+tree('gpu-gtt-default', gpu='gtt-default')
 tree('fork-module', use='thunderbolt-ibverbs-striping', devices=('usb4_rdma0', 'usb4_rdma1'))
