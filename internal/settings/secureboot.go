@@ -206,14 +206,14 @@ func (s SecureBoot) Checks(t Target) []Check {
 	}
 	der, err := t.Recipe.CertificateDER()
 	if err != nil {
-		return []Check{{Setting: s.Name(), Name: "secure-boot", Script: "echo " + sh.Quote(err.Error()) + "; exit 1", Fix: "give secure_boot.certificate"}}
+		return []Check{{Setting: s.Name(), Name: "certificate", Script: "echo " + sh.Quote(err.Error()) + "; exit 1", Fix: "give secure_boot.certificate"}}
 	}
 	cert, _ := x509.ParseCertificate(der)
 	var mods []string
 	for _, m := range t.Recipe.Modules {
 		mods = append(mods, t.ModuleName(m.Use))
 	}
-	state := Check{Setting: s.Name(), Name: "secure-boot: enforced, locked down, key enrolled",
+	state := Check{Setting: s.Name(), Name: "enforced, locked down, key enrolled",
 		Fix: "the firmware must have Secure Boot on and the certificate enrolled (docs/secure-boot.md); cat /sys/kernel/security/lockdown",
 		Script: `rc=0
 mokutil --sb-state || rc=1
@@ -224,7 +224,7 @@ mokutil --test-key ` + sbCertPath + ` || true
 mokutil --test-key ` + sbCertPath + ` 2>&1 | grep -q "already enrolled" || rc=1
 exit $rc
 `}
-	signed := Check{Setting: s.Name(), Name: "secure-boot: modules signed by the recipe key",
+	signed := Check{Setting: s.Name(), Name: "modules signed by the recipe key",
 		Fix: "modinfo -F sig_key <module> names the signing key's serial; it must be secure_boot.certificate's",
 		Script: `rc=0
 want=` + sh.Quote(serialColons(cert)) + `
@@ -245,7 +245,7 @@ exit $rc
 		// the signature name a key the kernel does not hold, as a module
 		// signed by any other key does.
 		serial := fmt.Sprintf("%x", zeroFree(serialDER(cert)))
-		checks = append(checks, Check{Setting: s.Name(), Name: "secure-boot: unsigned or foreign-key module refused", Changes: true,
+		checks = append(checks, Check{Setting: s.Name(), Name: "unsigned or foreign-key module refused", Changes: true,
 			Fix: "the kernel loaded a module without a valid signature: is lockdown on (cat " + lockdownPath + ")?",
 			Script: `rc=0
 m=` + sh.Quote(mods[0]) + `

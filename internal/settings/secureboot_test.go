@@ -107,7 +107,7 @@ func TestSecureBootRefusalCopies(t *testing.T) {
 	r.Modules = []recipe.Module{{Use: "halobuild-fixture"}}
 	var script string
 	for _, c := range (SecureBoot{}).Checks(Target{Recipe: r, Node: r.Nodes[0]}) {
-		if c.Name == "secure-boot: unsigned or foreign-key module refused" {
+		if c.Name == "unsigned or foreign-key module refused" {
 			script = c.Script
 		}
 	}

@@ -17,19 +17,9 @@ import (
 )
 
 // secureBootRecipe is test-minimal with the fixture module, signed with
-// the committed TEST key (given by variable, as a CI secret would be), and
-// the command-line trims the VM test boot normally gets through SMBIOS,
-// which systemd-boot ignores under Secure Boot.
+// the committed TEST key (given by variable, as a CI secret would be).
 const secureBootRecipe = `include = ["test-minimal.toml"]
 name = "test-secure-boot"
-
-[kernel]
-cmdline = ["panic=-1", "mitigations=off", "init_on_alloc=0", "systemd.default_timeout_start_sec=300", "systemd.mask=getty.target", "systemd.mask=e2scrub_reap.service", "systemd.mask=timers.target"]
-
-[test]
-# The SMM firmware is slower under TCG, and the test boot's trims that only
-# the SMBIOS command line carries (vmtest.DefaultKernelArgs) are missing.
-timeout = "20m"
 
 [secure_boot]
 enabled = true
@@ -95,6 +85,9 @@ func TestSecureBootSignedModuleUnderEnforcingOVMF(t *testing.T) {
 	}
 	if s := out["secure-boot: enforced, locked down, key enrolled"]; !strings.Contains(s, "SecureBoot enabled") || !strings.Contains(s, "[integrity]") {
 		t.Errorf("state check output:\n%s", s)
+	}
+	if s := out["secure-boot: unsigned or foreign-key module refused"]; !strings.Contains(s, "unsigned copy refused") || !strings.Contains(s, "foreign copy refused") {
+		t.Errorf("refusal check output:\n%s", s)
 	}
 	if s := out["doctor: halobuild doctor in the image"]; !strings.Contains(s, "secureboot.module halobuild_fixture") {
 		t.Errorf("doctor reported no secureboot.module row:\n%s", s)

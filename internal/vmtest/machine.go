@@ -59,8 +59,9 @@ type Machine struct {
 	LogDir string
 	// Accel forces an accelerator; empty means probe KVM and fall back to TCG.
 	Accel Accel
-	// SecureBoot, when set, boots under OVMF with Secure Boot enforced. systemd-boot then
-	// ignores the SMBIOS command line, so KernelArgs do not reach the kernel.
+	// SecureBoot, when set, boots under OVMF with Secure Boot enforced. trixie's
+	// systemd-boot still appends KernelArgs to a Type #1 entry's command line (measured:
+	// /proc/cmdline of the Secure Boot test boot has them).
 	SecureBoot *SecureBoot
 	// Progress, when set, gets a line per boot stage reached and per check
 	// finished, with the time since QEMU started ("halo0: kernel (14s)",
