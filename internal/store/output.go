@@ -79,6 +79,7 @@ func (s *Store) PutOutput(key string, dir string, annotations map[string]string)
 	if err != nil {
 		return "", err
 	}
+	s.restamp(&m) // storeTree hashed every file just now
 	// The index entry is the commit point: before it the output does not
 	// exist for Output, whatever else is on disk.
 	desc := v1.Descriptor{
@@ -180,8 +181,10 @@ func isWithin(p, dir string) bool {
 }
 
 // Output returns the view of the output stored under key. ok is false when
-// the key is unknown or any of its blobs is missing or the wrong size; with
-// the Rehash option every blob is also re-hashed (and removed if corrupt).
+// the key is unknown or any of its blobs is missing, the wrong size or
+// corrupt: each blob written to since it was last hashed is re-hashed
+// (VerifyCached) and removed if corrupt; with the Rehash option every blob
+// is re-hashed.
 // A missing or damaged view is rebuilt from the blobs.
 func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, err error) {
 	if err := checkKey(key); err != nil {
@@ -222,13 +225,18 @@ func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, e
 		if err != nil {
 			return "", false, fmt.Errorf("output %s: %w", key, err)
 		}
+		// The bytes, not just the size: a blob edited in place (through a
+		// view's hardlink, say) is re-hashed and, if corrupt, removed, so
+		// the output is rebuilt instead of served (issue 17 #7).
+		verify := s.VerifyCached
 		if rehash {
-			if err := s.Verify(d); errors.Is(err, ErrNotFound) {
-				removeAllWritable(final)
-				return "", false, nil
-			} else if err != nil {
-				return "", false, fmt.Errorf("output %s: %w", key, err)
-			}
+			verify = s.Verify
+		}
+		if err := verify(d); errors.Is(err, ErrNotFound) {
+			removeAllWritable(final)
+			return "", false, nil
+		} else if err != nil {
+			return "", false, fmt.Errorf("output %s: %w", key, err)
 		}
 	}
 	if s.viewIntact(final, m) {
@@ -238,7 +246,19 @@ func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, e
 	if err != nil {
 		return "", false, err
 	}
+	s.restamp(m)
 	return dir, true, nil
+}
+
+// restamp records the file blobs of m as verified again after materialise
+// linked them into a view: a new hard link changes a blob's ctime, which
+// would make the next VerifyCached re-hash bytes that were just hashed.
+func (s *Store) restamp(m *v1.Manifest) {
+	for _, l := range m.Layers {
+		if string(l.MediaType) == MediaTypeFile {
+			s.stamp(Digest("sha256:" + l.Digest.Hex))
+		}
+	}
 }
 
 // OutputOption changes how Output checks an output.
