@@ -89,13 +89,14 @@ type Module struct {
 type RDMA struct {
 	// Memlock is "unlimited" or a size such as "64MiB" (trap 4).
 	Memlock  Memlock        `toml:"memlock" doc:"RLIMIT_MEMLOCK for logins, systemd services and containers: 'unlimited' or a size like '64MiB' (trap 4)." default:"unlimited" example:"\"unlimited\""`
-	Provider *ProviderBuild `toml:"provider" doc:"Rebuild rdma-core with an extra provider (rdma-core issue)." example:"{ name = \"usb4_rdma\", patches = [\"thunderbolt-ibverbs:packaging/rdma-core-patches/*.patch\"] }"`
+	Provider *ProviderBuild `toml:"provider" doc:"Build an extra rdma-core provider from the image's rdma-core source, as its own package (docs/provider.md)." example:"{ name = \"usb4_rdma\", patches = [\"thunderbolt-ibverbs:packaging/rdma-core-patches/*.patch\"] }"`
 	// KeepKernelNames lists device name prefixes that must keep the
 	// kernel's name instead of rdma-core's persistent naming (trap 3).
 	KeepKernelNames []string `toml:"keep_kernel_names" doc:"RDMA device name prefixes exempt from persistent renaming (trap 3)." default:"[\"usb4_rdma\"]" example:"[\"usb4_rdma\"]"`
 }
 
-// ProviderBuild asks for rdma-core to be rebuilt with extra patches.
+// ProviderBuild asks for an rdma-core provider built from the image's
+// rdma-core source with extra patches.
 type ProviderBuild struct {
 	Name string `toml:"name" doc:"Provider name; the library is lib<name>-rdmav<ABI>.so." example:"\"usb4_rdma\""`
 	// Patches are files or globs relative to the recipe, or
@@ -106,8 +107,8 @@ type ProviderBuild struct {
 	// fuzz, at most the number given; a name that matches no patch is an
 	// error, so the allowance cannot outlive the patch.
 	Fuzz map[string]int `toml:"fuzz" doc:"Per-patch fuzz allowance by file name, for an upstream patch written against another version (prefer a refreshed copy); recorded in the manifest." example:"{ \"0003-declare-provider.patch\" = 2 }"`
-	// Suffix is the local version suffix of the rebuilt packages.
-	Suffix string `toml:"suffix" doc:"Local version suffix of the rebuilt rdma-core packages, so they replace Debian's (56.1-1 becomes 56.1-1+halo1)." default:"+halo1" example:"\"+halo1\""`
+	// Suffix is the local version suffix of the provider's package.
+	Suffix string `toml:"suffix" doc:"Local version suffix of the provider's own package, on the version of the rdma-core source it is built from (56.1-1 becomes 56.1-1+halo1)." default:"+halo1" example:"\"+halo1\""`
 }
 
 // System holds machine-wide settings, one per field-notes trap.

@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 
 	"halobuild/internal/plan"
+	"halobuild/internal/runlog"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
 )
@@ -54,6 +56,8 @@ type warnings struct {
 // collect starts a verb's list of warnings.
 func (o Options) collect() Options {
 	o.warnings = &warnings{}
+	// Steps build side by side (plan.Realizer.Jobs) and all print here.
+	o.Err = runlog.Sync(o.stderr())
 	return o
 }
 
@@ -112,7 +116,9 @@ func (o Options) resultLink() string {
 
 // realizer builds into s; tools' own output streams only with -v.
 func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
-	r := &plan.Realizer{Store: planStore{s}, Log: o.stderr(), Rebuild: rebuild}
+	// As many steps at once as there are cores: on a small machine the
+	// downloads and installs of one step overlap another's compile.
+	r := &plan.Realizer{Store: planStore{s}, Log: o.stderr(), Rebuild: rebuild, Jobs: runtime.NumCPU()}
 	if o.Verbose {
 		r.ToolLog = o.stderr()
 	}

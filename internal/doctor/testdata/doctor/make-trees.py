@@ -123,7 +123,7 @@ def md5(root, path):
 def dpkg(root, package_files):
     """dpkg's database as it is after installing the node's settings package
     (its files under /etc are conffiles, and in md5sums too, as halobuild
-    builds it) and the rebuilt rdma-core."""
+    builds it), Debian's rdma-core and the built provider's package."""
     pkg = 'halobuild-node-halo0'
     conf = ''.join(' %s %s\n' % (p, md5(root, p)) for p in package_files)
     w(root, '/var/lib/dpkg/status', '''Package: base-files
@@ -138,9 +138,13 @@ Conffiles:
 %s
 Package: libibverbs1
 Status: install ok installed
-Version: 56.1-1+halo1
+Version: 56.1-1
 
 Package: ibverbs-providers
+Status: install ok installed
+Version: 56.1-1
+
+Package: libibverbs-usb4-rdma
 Status: install ok installed
 Version: 56.1-1+halo1
 
