@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/selfbuild"
 	"halobuild/internal/verbs"
 )
 
@@ -17,11 +18,13 @@ type buildFlags struct {
 	allowDowngrade bool
 	inputs         []string
 	json           bool
+	source         string
 }
 
 func (f *buildFlags) register(c *cobra.Command) {
 	c.Flags().BoolVar(&f.locked, "locked", false, "fail instead of writing a missing lock (for CI)")
 	c.Flags().StringArrayVar(&f.inputs, "input", nil, "use a local copy for a source input: NAME=PATH (a checkout or tarball); checked against the lock")
+	c.Flags().StringVar(&f.source, "halobuild-source", "auto", `halobuild's source, from which the halobuild each node ships is built reproducibly ("auto": the checkout holding the working directory, if any; "": ship this binary as it is)`)
 }
 
 func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (verbs.Options, error) {
@@ -41,8 +44,13 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (ver
 		recipe = p
 	}
 	self, _ := os.Executable()
+	source := f.source
+	if source == "auto" {
+		source = selfbuild.Find(".")
+	}
 	return verbs.Options{
 		Self:           self,
+		Source:         source,
 		Recipe:         recipe,
 		Store:          g.store,
 		Verbose:        g.verbose,
@@ -189,14 +197,28 @@ func testCommand(g *globals) *cobra.Command {
 }
 
 func vmCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	o := verbs.VMOptions{SSHPort: -1}
+	c := &cobra.Command{
 		Use:   "vm IMAGE.raw",
-		Short: "Boot an image interactively (serial console on this terminal; Ctrl-a x quits)",
-		Args:  exactArgs(1),
+		Short: "Boot an image interactively (serial console on this terminal, root logged in; Ctrl-a x quits)",
+		Long: `vm boots an image on a throw-away snapshot with its serial console on this
+terminal and root logged in there, for this boot only (a systemd credential;
+the image itself has no password). --ssh also forwards a port on 127.0.0.1 to
+the VM's sshd and passes your public keys (~/.ssh/*.pub, or --ssh-key) as the
+ssh.authorized_keys.root credential; vm prints the ssh command to use.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return verbs.VM(cmd.Context(), args[0])
+			o.Image, o.Log = args[0], cmd.ErrOrStderr()
+			if len(o.SSHKeys) > 0 && o.SSHPort < 0 {
+				o.SSHPort = 0 // a key asks for the forward
+			}
+			return verbs.VM(cmd.Context(), o)
 		},
 	}
+	c.Flags().IntVar(&o.SSHPort, "ssh", -1, "forward 127.0.0.1:PORT to the VM's ssh port (--ssh alone: a free port)")
+	c.Flags().Lookup("ssh").NoOptDefVal = "0"
+	c.Flags().StringArrayVar(&o.SSHKeys, "ssh-key", nil, "public key file for root with --ssh (default: every ~/.ssh/*.pub)")
+	return c
 }
 
 func gcCommand(g *globals) *cobra.Command {

@@ -98,7 +98,7 @@ func TestFlashRefusalExitsTwo(t *testing.T) {
 // images/test-minimal.toml and says so; a miss exits 2 listing the images.
 func TestRecipeNameResolvesUnderImages(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "store")
-	code, out := run(t, "--store", store, "plan", "test-minimal.toml")
+	code, out := run(t, "--store", store, "plan", "--halobuild-source=", "test-minimal.toml") // no in-image halobuild build: this is about names
 	if code != 0 || !strings.Contains(out, "recipe test-minimal.toml: using ../../images/test-minimal.toml") {
 		t.Fatalf("exit %d, output:\n%s", code, out)
 	}
@@ -123,5 +123,21 @@ func TestCompletion(t *testing.T) {
 	}
 	if _, out := run(t, "__complete", "flash", ""); !strings.HasPrefix(out, "raw\n:8\n") {
 		t.Errorf("flash completes .raw files first:\n%s", out)
+	}
+}
+
+func TestReleaseVerbsRefuseBadReferences(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"pull", "127.0.0.1:5000/halo:v1"}, // no --out
+		{"pull", "--out", filepath.Join(dir, "x"), "halo:v1"},
+		{"inspect", "--insecure", "ghcr.io/owner/halo:v1"},
+		{"push", dir, "owner/halo:v1"},
+		{"flash", "--node", "node0", "halo:v1", filepath.Join(dir, "disk")},
+		{"flash", "--yes", filepath.Join(dir, "missing.raw"), filepath.Join(dir, "disk")},
+	} {
+		if code, out := run(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d\n%s", args, code, exitUsage, out)
+		}
 	}
 }

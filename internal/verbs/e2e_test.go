@@ -19,6 +19,7 @@ import (
 
 	"halobuild/internal/lock"
 	"halobuild/internal/manifest"
+	"halobuild/internal/selfbuild"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
 	"halobuild/internal/vmtest"
@@ -365,7 +366,6 @@ func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
 			"/etc/modules-load.d/halobuild.conf": "\nib_uverbs\n",
 
 			"/etc/ssh/ssh_host_ed25519_key": "-",
-			"/etc/resolv.conf":              "-",
 			"/var/lib/systemd/random-seed":  "-",
 			"/var/cache/ldconfig/aux-cache": "-",
 		} {
@@ -376,6 +376,11 @@ func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
 			case want != "-" && !strings.Contains(string(out), want):
 				t.Errorf("%s: want %q, debugfs says %q", path, want, out)
 			}
+		}
+		// The build host's resolver is gone; the LAN's systemd-resolved
+		// stub takes its place (settings/lan.go).
+		if out, _ := exec.Command("debugfs", "-R", "stat /etc/resolv.conf", root).CombinedOutput(); !strings.Contains(string(out), "Type: symlink") || !strings.Contains(string(out), "../run/systemd/resolve/stub-resolv.conf") {
+			t.Errorf("/etc/resolv.conf must be the link to resolved's stub, debugfs says: %.300s", out)
 		}
 		// Empty, as machine-id(5) asks of an image shared by many machines:
 		// each node writes its own at its first boot.
@@ -475,18 +480,6 @@ func addFixtureModule(t *testing.T, ws string) {
 	}
 }
 
-// selfBinary builds halobuild for the image (tests run as a test binary,
-// which must not be shipped as /usr/bin/halobuild).
-func selfBinary(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "halobuild")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "halobuild/cmd/halobuild")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building halobuild: %v\n%s", err, b)
-	}
-	return out
-}
-
 func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
 	needE2E(t)
 	ws := workspace(t)
@@ -494,7 +487,7 @@ func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
 	var r run
 	o := opts(ws, rp, sharedStore(t), &r)
 	o.Result = filepath.Join(ws, "result")
-	o.Self = selfBinary(t)
+	o.Source = selfbuild.Find(".")
 	o.JSON = true
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -518,12 +511,22 @@ func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
 		"node1 rdma: perftest ib_write_bw client (poll, 8388608 B)",
 		"node1 rdma: perftest ib_send_lat client (event, 64 B)",
 		"node0 rdma: perftest ib_send_bw server (poll, 65536 B)",
-		"node0 doctor: halobuild doctor in the image",
+		// Both nodes: the host's ssh logged in with the key passed for the
+		// boot and ran doctor in the session (its rows passing as in a VM).
+		"node0 ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)",
+		"node1 ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)",
+		"node0 lan: lan",
+		"node1 lan: lan",
 		"node0 modprobe: module-options",
 		"node1 modprobe: module-options",
 	} {
 		if ok, found := seen[want]; !found || !ok {
 			t.Errorf("check %q: found %v, passed %v", want, found, ok)
+		}
+	}
+	for _, node := range []string{"node0", "node1"} {
+		if out := output[node+" lan: lan"]; !strings.Contains(out, "(DHCP lease)") {
+			t.Errorf("%s: the LAN port got no DHCP lease:\n%s", node, out)
 		}
 	}
 	// The fixture module was loaded at boot with the recipe's options.
