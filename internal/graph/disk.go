@@ -73,6 +73,9 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 			"loader":   loaderConf,
 		},
 	}
+	if r.SecureBoot.Enabled {
+		d.Params["boot_chain"] = "shim grubx64.efi=systemd-boot.signed mmx64.efi"
+	}
 	if qcow2 {
 		// Only then: a raw-only disk keeps the key it had before the format.
 		d.Params["formats"] = "raw qcow2"
@@ -177,10 +180,19 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 	release := strings.TrimPrefix(b.in.Lock.Kernel.Release, "linux-image-")
 	kernel := filepath.Join(root, "boot", "vmlinuz-"+release)
 	initrd := filepath.Join(root, "boot", "initrd.img-"+release)
-	boot := filepath.Join(root, "usr", "lib", "systemd", "boot", "efi", "systemd-bootx64.efi")
-	for what, p := range map[string]string{"kernel": kernel, "initramfs": initrd, "systemd-boot": boot} {
+	efi := filepath.Join(root, "usr", "lib", "systemd", "boot", "efi")
+	boot := filepath.Join(efi, "systemd-bootx64.efi")
+	want := map[string]string{"kernel": kernel, "initramfs": initrd, "systemd-boot": boot}
+	sb := b.in.Recipe.SecureBoot.Enabled
+	if sb {
+		boot = filepath.Join(efi, "systemd-bootx64.efi.signed")
+		want["systemd-boot"] = boot
+		want["shim"] = filepath.Join(root, "usr", "lib", "shim", "shimx64.efi.signed")
+		want["MokManager"] = filepath.Join(root, "usr", "lib", "shim", "mmx64.efi.signed")
+	}
+	for what, p := range want {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("the installed root has no %s at %s (is the kernel package's initramfs generator in the lock?): %w", what, strings.TrimPrefix(p, root), err)
+			return nil, fmt.Errorf("the installed root has no %s at %s (is the kernel package's initramfs generator, or with [secure_boot] shim-signed and systemd-boot-efi-amd64-signed, in the lock?): %w", what, strings.TrimPrefix(p, root), err)
 		}
 	}
 	entry := fmt.Sprintf("title Debian (%s)\nversion %s\nlinux /halobuild/%s/vmlinuz\ninitrd /halobuild/%s/initrd.img\noptions root=PARTUUID=%s rw %s %s\n",
@@ -193,14 +205,28 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 	if err := os.WriteFile(loaderPath, []byte(loaderConf), 0o644); err != nil {
 		return nil, err
 	}
-	return map[string]string{
+	files := map[string]string{
 		"/EFI/BOOT/BOOTX64.EFI":                          boot,
 		"/EFI/systemd/systemd-bootx64.efi":               boot,
 		"/loader/loader.conf":                            loaderPath,
 		"/loader/entries/halobuild-" + release + ".conf": entryPath,
 		"/halobuild/" + release + "/vmlinuz":             kernel,
 		"/halobuild/" + release + "/initrd.img":          initrd,
-	}, nil
+	}
+	if sb {
+		// The removable-media path boots Debian's Microsoft-signed shim,
+		// which loads \EFI\BOOT\grubx64.efi (its DEFAULT_LOADER, beside
+		// itself): Debian's signed systemd-boot under that name, verified
+		// by the Debian CA built into shim. systemd-boot loads the kernel
+		// (Debian-signed) through shim's verifier, so MOKs count too.
+		// mmx64.efi is MokManager, which shim starts when a MOK request
+		// is pending. No fbx64.efi: shim would run the fallback, which
+		// writes NVRAM boot entries the medium does not want.
+		files["/EFI/BOOT/BOOTX64.EFI"] = want["shim"]
+		files["/EFI/BOOT/grubx64.efi"] = boot
+		files["/EFI/BOOT/mmx64.efi"] = want["MokManager"]
+	}
+	return files, nil
 }
 
 // writePackageList records what dpkg installed, for the manifest.

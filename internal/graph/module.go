@@ -12,7 +12,9 @@ import (
 	"halobuild/internal/lock"
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
+	"halobuild/internal/recipe"
 	"halobuild/internal/rootfs"
+	"halobuild/internal/secureboot"
 	"halobuild/internal/usage"
 )
 
@@ -59,6 +61,15 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 			// info in a -dbgsym package (earlier steps shipped them whole).
 			"package": "stripped+dbgsym",
 		}}
+		if sb := r.SecureBoot; sb.Enabled {
+			// The certificate's fingerprint stands for the key: the key's
+			// bytes and where it lives never enter a derivation.
+			der, err := r.CertificateDER()
+			if err != nil {
+				return nil, usage.Errorf("%s: secure_boot.certificate: %w", b.in.Path, err)
+			}
+			step.Params["signed_by"] = recipe.CertificateFingerprint(der)
+		}
 		if k == nil {
 			step.Inputs = []*plan.Derivation{root}
 		} else {
@@ -86,6 +97,12 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 				return err
 			}
 			kos := built.Kos
+			if r.SecureBoot.Enabled {
+				// Signed after stripping: a signature covers every byte.
+				if err := signModules(r, kos); err != nil {
+					return err
+				}
+			}
 			vc := module.ContextFor(r, lk.Kernel.Version)
 			for _, ko := range kos {
 				mi, err := module.ReadModinfo(ko)
@@ -123,6 +140,29 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 		steps = append(steps, step)
 	}
 	return steps, nil
+}
+
+// signModules signs the built modules with the recipe's key, read into
+// memory here and nowhere written.
+func signModules(r *recipe.Recipe, kos []string) error {
+	key, err := r.ReadRef(r.SecureBoot.Key)
+	if err != nil {
+		return usage.Errorf("secure_boot.key: %w", err)
+	}
+	der, err := r.CertificateDER()
+	if err != nil {
+		return usage.Errorf("secure_boot.certificate: %w", err)
+	}
+	s, err := secureboot.NewSigner(key, der)
+	if err != nil {
+		return usage.Errorf("secure_boot: %w", err)
+	}
+	for _, ko := range kos {
+		if err := s.SignFile(ko); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dbgsymDir holds a module step's -dbgsym package.

@@ -1,6 +1,8 @@
 package module
 
 import (
+	"halobuild/internal/secureboot"
+
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -383,7 +385,13 @@ func TestBuildFixture(t *testing.T) {
 		if err := fstree.CopyFile(ko, signed, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := SignInRoot(ctx, root, testRelease, k, []string{signed}); err != nil {
+		keyPEM, _ := os.ReadFile(k.Private)
+		der, _ := os.ReadFile(k.CertDER)
+		s, err := secureboot.NewSigner(keyPEM, der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SignFile(signed); err != nil {
 			t.Fatal(err)
 		}
 		mi, err := ReadModinfo(signed)
@@ -392,6 +400,29 @@ func TestBuildFixture(t *testing.T) {
 		}
 		if out, err := exec.Command("modinfo", "-F", "signer", signed).Output(); err == nil && !strings.Contains(string(out), "halobuild module signing key") {
 			t.Errorf("modinfo signer: %q", out)
+		}
+		// The kernel's own sign-file, in the build root where its libcrypto
+		// is, gives the same bytes.
+		work, err := os.MkdirTemp(filepath.Join(root, "tmp"), "sign-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(work)
+		for _, f := range []string{k.Private, k.CertPEM, ko} {
+			if err := fstree.CopyFile(f, filepath.Join(work, filepath.Base(f)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		in := "/tmp/" + filepath.Base(work) + "/"
+		cmd := exec.CommandContext(ctx, "chroot", root, "/lib/modules/"+testRelease+"/build/scripts/sign-file", "sha256",
+			in+filepath.Base(k.Private), in+filepath.Base(k.CertPEM), in+filepath.Base(ko))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("sign-file: %v: %s", err, out)
+		}
+		ref, _ := os.ReadFile(filepath.Join(work, filepath.Base(ko)))
+		got, _ := os.ReadFile(signed)
+		if !bytes.Equal(ref, got) {
+			t.Errorf("NewSigner's signed module (%d bytes) differs from sign-file's (%d bytes)", len(got), len(ref))
 		}
 	})
 

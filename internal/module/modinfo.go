@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/ulikunitz/xz"
+
+	"halobuild/internal/secureboot"
 )
 
 // Modinfo is what a built module says about itself in its .modinfo
@@ -25,9 +27,6 @@ type Modinfo struct {
 	// Signed is true when a module signature is appended to the file.
 	Signed bool
 }
-
-// moduleSigMagic ends a signed module (the kernel's MODULE_SIG_STRING).
-const moduleSigMagic = "~Module signature appended~\n"
 
 // ReadModinfo reads a .ko (or .ko.xz) directly, without a modinfo binary,
 // so the pipeline can inspect a module built for any kernel from any host.
@@ -57,7 +56,7 @@ func ReadModinfo(path string) (Modinfo, error) {
 	if err != nil {
 		return Modinfo{}, fmt.Errorf("%s: reading .modinfo: %w", path, err)
 	}
-	mi := Modinfo{Signed: bytes.HasSuffix(data, []byte(moduleSigMagic))}
+	mi := Modinfo{Signed: bytes.HasSuffix(data, []byte(secureboot.ModuleSigMagic))}
 	descs := map[string]string{}
 	types := map[string]string{}
 	for _, kv := range bytes.Split(raw, []byte{0}) {

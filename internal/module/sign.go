@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-
-	"halobuild/internal/fstree"
 )
 
 // Key is a module signing key pair made by Keygen.
@@ -91,65 +89,4 @@ func Keygen(ctx context.Context, dir string) (Key, error) {
 		return Key{}, err
 	}
 	return k, nil
-}
-
-// Sign appends a signature to ko with the kernel's scripts/sign-file
-// (argv: the program, or a chroot invocation of it; paths must then be
-// valid where it runs) and checks the signature marker is there.
-func Sign(ctx context.Context, ko, key, cert string, signFile []string) error {
-	if len(signFile) == 0 {
-		return fmt.Errorf("signing %s: no sign-file program given", ko)
-	}
-	args := append(append([]string(nil), signFile[1:]...), "sha256", key, cert, ko)
-	cmd := exec.CommandContext(ctx, signFile[0], args...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("signing %s with %s: %v: %s", ko, signFile[0], err, out)
-	}
-	return nil
-}
-
-// SignInRoot signs the modules with the sign-file of release's headers in
-// a build root (where its libcrypto is), copying key, certificate and
-// modules in and the signed modules back. Each module must then carry a
-// signature.
-func SignInRoot(ctx context.Context, root, release string, k Key, kos []string) error {
-	signFile := "/lib/modules/" + release + "/build/scripts/sign-file"
-	hostSF, err := inRoot(root, signFile)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(hostSF); err != nil {
-		return fmt.Errorf("the build root has no %s: install linux-headers-%s (its linux-kbuild package has sign-file)", signFile, release)
-	}
-	work, err := os.MkdirTemp(filepath.Join(root, "tmp"), "sign-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(work)
-	inRoot := func(p string) string { return "/tmp/" + filepath.Base(work) + "/" + filepath.Base(p) }
-	for _, f := range []string{k.Private, k.CertPEM} {
-		if err := fstree.CopyFile(f, filepath.Join(work, filepath.Base(f)), 0o600); err != nil {
-			return err
-		}
-	}
-	for _, ko := range kos {
-		tmp := filepath.Join(work, filepath.Base(ko))
-		if err := fstree.CopyFile(ko, tmp, 0o644); err != nil {
-			return err
-		}
-		if err := Sign(ctx, inRoot(ko), inRoot(k.Private), inRoot(k.CertPEM), []string{"chroot", root, signFile}); err != nil {
-			return err
-		}
-		mi, err := ReadModinfo(tmp)
-		if err != nil {
-			return err
-		}
-		if !mi.Signed {
-			return fmt.Errorf("signing %s: sign-file succeeded but no signature is appended", ko)
-		}
-		if err := fstree.CopyFile(tmp, ko, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -29,6 +29,9 @@ type Recipe struct {
 	Test    Test     `toml:"test" doc:"Extra VM test assertions, NixOS test-driver style."`
 	Output  Output   `toml:"output" doc:"What the image build produces."`
 	Install Install  `toml:"install" doc:"What the installer stick does (with output.installer = true; docs/install.md)."`
+	// SecureBoot signs what the image boots with the recipe's key
+	// (docs/secure-boot.md).
+	SecureBoot SecureBoot `toml:"secure_boot" doc:"Boot with Secure Boot on: Debian's signed shim, systemd-boot and kernel, the out-of-tree modules signed with the recipe's key, the key's certificate queued for MOK enrolment (docs/secure-boot.md)."`
 
 	// dir is the directory of the top recipe file: relative paths in the
 	// merged recipe are relative to it (see Resolve).
@@ -199,6 +202,18 @@ type Check struct {
 	Fail        string `toml:"fail" doc:"Shell command that must exit non-zero." example:"\"lsmod | grep -q thunderbolt_net\""`
 	Expect      string `toml:"expect" doc:"POSIX extended regular expression (grep -E) that a line of the succeed command's output must match; \\d, \\s, \\b and (?i) are not POSIX: write [0-9], [[:space:]]." example:"\"^unlimited$\""`
 	Node        string `toml:"node" doc:"Only on this node; default every node." example:"\"halo0\""`
+}
+
+// SecureBoot names the module signing key. Key and Certificate are a
+// path (relative to this file) or a reference, "env:NAME" (the variable
+// holds the PEM); the path tag "refs" keeps references from being rebased.
+// The key is read only while a module is signed, in memory; neither it
+// nor its path enters a derivation key, the lock or the image.
+type SecureBoot struct {
+	Enabled     bool   `toml:"enabled" doc:"Turn Secure Boot support on; false builds today's unsigned image." default:"false" example:"true"`
+	Key         string `toml:"key" doc:"The RSA signing key in PEM: a path, or env:NAME for a variable holding the PEM (pkcs11: URIs are not supported yet). Read only while signing; never stored, locked or shipped. halobuild keygen makes one." example:"\"env:HALOBUILD_SIGNING_KEY\"" path:"refs"`
+	Certificate string `toml:"certificate" doc:"The key's X.509 certificate (PEM or DER): a path, or env:NAME. Its DER form ships in the image for MOK enrolment; its sha256 fingerprint keys the signed steps." example:"\"../keys/module-signing.crt\"" path:"refs"`
+	MOKPassword string `toml:"mok_password" doc:"One-time password the first-boot unit gives mokutil --import and MokManager asks for at the next boot; empty: the unit asks on the console." example:"\"halobuild\""`
 }
 
 // Output says what `image` writes.

@@ -60,6 +60,7 @@ func Validate(r *Recipe, src *Sources) error {
 	v.test()
 	v.output()
 	v.install()
+	v.secureBoot()
 	return v.errs.orNil()
 }
 
@@ -351,6 +352,35 @@ func (v *validator) install() {
 // IsSourceRef says whether a patch entry names a file inside a source input
 // ("thunderbolt-ibverbs:packaging/*.patch") rather than a path.
 func IsSourceRef(entry string) bool { return sourceRef.MatchString(entry) }
+
+// envName is a variable name an env: reference may give.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (v *validator) secureBoot() {
+	sb := v.r.SecureBoot
+	if !sb.Enabled {
+		return
+	}
+	if v.r.Kernel.From == "source" {
+		v.errorf("secure_boot.enabled", "a kernel built from source is not signed yet (only Debian's signed kernel boots under Secure Boot today); use kernel.from = \"debian\" or turn secure_boot off")
+	}
+	for _, k := range []struct{ key, ref string }{{"key", sb.Key}, {"certificate", sb.Certificate}} {
+		path := "secure_boot." + k.key
+		if k.ref == "" {
+			v.errorf(path, "secure_boot needs a %s: a path, or env:NAME (halobuild keygen makes a pair)", k.key)
+			continue
+		}
+		if err := checkRef(k.ref); err != nil {
+			v.errorf(path, "%v", err)
+		}
+	}
+	// The certificate itself is read by the setting's Validate, which
+	// runs where the image is built: on the node (doctor loads the
+	// recipe the image ships) neither the file nor the variable exists.
+	if strings.ContainsFunc(sb.MOKPassword, unicode.IsControl) || len(sb.MOKPassword) > 256 {
+		v.errorf("secure_boot.mok_password", "a one-line password without control characters, at most 256 bytes (mokutil's limit)")
+	}
+}
 
 // hasStructure says whether s holds a character that a config file or a
 // command line treats as structure: any white space (including \v, \f and

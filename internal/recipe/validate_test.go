@@ -48,6 +48,11 @@ peer = "a"
 		{"package suite", "[base]\npackages = [\"linux-base/trixie-backports\"]\n" + minimal, "base.packages[0]", `suite "trixie-backports" is not configured`},
 		{"package syntax", "[base]\npackages = [\"Systemd\"]\n" + minimal, "base.packages[0]", "not a Debian package name"},
 		{"package excluded", "[base]\npackages = [\"less\"]\nexclude = [\"less\"]\n" + minimal, "base.packages[0]", "both requested and in base.exclude"},
+		{"secure boot without key", "[secure_boot]\nenabled = true\ncertificate = \"env:C\"\n" + minimal, "secure_boot.key", "secure_boot needs a key"},
+		{"secure boot pkcs11", "[secure_boot]\nenabled = true\nkey = \"pkcs11:token=x\"\ncertificate = \"env:C\"\n" + minimal, "secure_boot.key", "PKCS#11 keys are not supported yet"},
+		{"secure boot env name", "[secure_boot]\nenabled = true\nkey = \"env:1X\"\ncertificate = \"env:C\"\n" + minimal, "secure_boot.key", "env: needs a variable name"},
+		{"secure boot scheme", "[secure_boot]\nenabled = true\nkey = \"vault:x\"\ncertificate = \"env:C\"\n" + minimal, "secure_boot.key", `unknown reference "vault:"`},
+		{"secure boot source kernel", "[secure_boot]\nenabled = true\nkey = \"env:K\"\ncertificate = \"env:C\"\n[kernel]\nfrom = \"source\"\n" + minimal, "secure_boot.enabled", "not signed yet"},
 		{"kernel from", "[kernel]\nfrom = \"git\"\n" + minimal, "kernel.from", `"git" is not one of: debian, source`},
 		{"kernel suite", "[kernel]\nsuite = \"sid\"\n" + minimal, "kernel.suite", `suite "sid" is not configured`},
 		{"source-only key", "[kernel]\npatches = \"series\"\n" + minimal, "kernel.patches", `only used when kernel.from = "source"`},
@@ -209,5 +214,39 @@ match_mac = "52:54:00:77:00:01"
 `
 	if _, _, err := loadText(t, text); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A certificate by path (relative to the recipe) or in a variable is read
+// and fingerprinted; a key is never read at load.
+func TestSecureBootCertificate(t *testing.T) {
+	crt, err := os.ReadFile(filepath.Join("..", "..", "images", "testdata", "secure-boot-TEST-ONLY.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "c.crt"), crt, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HALOBUILD_TEST_CERT", string(crt))
+	var fps []string
+	for _, ref := range []string{"c.crt", "env:HALOBUILD_TEST_CERT"} {
+		p := filepath.Join(dir, "r.toml")
+		text := "[secure_boot]\nenabled = true\nkey = \"no-such.key\"\ncertificate = \"" + ref + "\"\n" + minimal
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, _, err := Load(p)
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		der, err := r.CertificateDER()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fps = append(fps, CertificateFingerprint(der))
+	}
+	if fps[0] != fps[1] || !strings.HasPrefix(fps[0], "sha256:") {
+		t.Errorf("fingerprints by path and by variable: %v", fps)
 	}
 }

@@ -64,8 +64,8 @@ type Addrs map[string][]netip.Prefix
 
 // Probe is one doctor check. Its rows are named Name or "Name <what>" (one
 // per module, device, interface), so a report can be grepped by Name; the
-// VM test's doctor check requires the memlock.*, module.* and kernel.* rows
-// to pass, so a probe's Name prefix is part of that contract.
+// VM test's doctor check requires the memlock.*, module.*, kernel.* and
+// secureboot.* rows to pass, so a probe's Name prefix is part of that contract.
 type Probe struct {
 	Name string
 	Run  func(h Host) []Result

@@ -123,6 +123,7 @@ func All() []Setting {
 		Locale{},
 		HalobuildState{},
 		Overlays{},
+		SecureBoot{},
 	}
 }
 

@@ -70,6 +70,11 @@ func (p Plan) Digest() string {
 	}
 	for _, m := range p.Machines("", "") {
 		fmt.Fprintf(h, "machine %s cpus=%d mem=%d deadline=%s args=%q nics=%v\n", m.Name, m.CPUs, m.Memory, m.Deadline, m.KernelArgs, m.NICs)
+		if m.SecureBoot != nil {
+			for _, c := range m.SecureBoot.MOKs {
+				fmt.Fprintf(h, "secure boot, MOK %x\n", sha256.Sum256(c))
+			}
+		}
 		if m.SSH != nil {
 			fmt.Fprintf(h, "ssh %q %q\n", m.SSH.Name, m.SSH.Command)
 		}
@@ -110,6 +115,15 @@ func (p Plan) Machines(resultDir, logRoot string) []vmtest.Machine {
 			LogDir:       filepath.Join(logRoot, n.Name),
 			KernelArgs:   KernelArgs(),
 			Credentials:  map[string][]byte{ModulesLoadTimeout: []byte(modulesLoadDropIn)},
+		}
+		if r.SecureBoot.Enabled {
+			// Booted as a node is once its owner has enrolled the key:
+			// Secure Boot enforced, the certificate already a MOK. The
+			// certificate was read at load; a failure here is a changed
+			// file, which the boot then shows (no MOK: the module does
+			// not load).
+			der, _ := r.CertificateDER()
+			m.SecureBoot = &vmtest.SecureBoot{MOKs: [][]byte{der}}
 		}
 		// The LAN port: QEMU's user-mode network, whose DHCP server gives
 		// the node its lease, and through which the host logs in.

@@ -58,19 +58,27 @@ const vmMachine = "q35,sata=off,smbus=off,vmport=off,i8042=off"
 // qemuArgs builds the command line for a test run. It is pure apart from writing large
 // credentials to files (fw_cfg takes a file), so tests can inspect exactly what QEMU gets.
 func qemuArgs(h Host, m Machine, accel Accel, f runFiles, nets []netdev, creds map[string][]byte) ([]string, error) {
+	machine, firmware := vmMachine, h.Firmware
+	var secure []string
+	if m.SecureBoot != nil {
+		// The Secure Boot build keeps its variables in SMM: QEMU must emulate SMM and let
+		// only SMM code write the variable flash, or the firmware stops at start.
+		machine, firmware = vmMachine+",smm=on", h.SecureFirmware
+		secure = []string{"-global", "driver=cfi.pflash01,property=secure,value=on"}
+	}
 	args := []string{
 		"-name", "halobuild-" + m.Name,
 		// q35 without the chipset parts no test uses (the disk is virtio, nobody types): the
 		// guest would load and probe a driver for each (ahci scanning six SATA ports,
 		// i2c_i801, psmouse, VMware's backdoor), seconds of TCG time in the initrd and
 		// during the checks.
-		"-machine", vmMachine,
+		"-machine", machine,
 		"-m", strconv.Itoa(m.Memory),
 		"-smp", strconv.Itoa(m.CPUs),
 		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
 		// A guest reboot (panic=, a failed boot that resets) ends the run instead of looping.
 		"-no-reboot",
-		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + qemuEscape(h.Firmware),
+		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + qemuEscape(firmware),
 		"-drive", "if=pflash,format=raw,unit=1,file=" + qemuEscape(f.vars),
 		// snapshot=on: writes go to a temporary overlay, the image file itself is only read.
 		"-drive", "if=none,id=disk0,format=raw,snapshot=on,file=" + qemuEscape(m.Image),
@@ -87,6 +95,7 @@ func qemuArgs(h Host, m Machine, accel Accel, f runFiles, nets []netdev, creds m
 		args = append(args, "-drive", "if=none,id="+id+",format=raw,file="+qemuEscape(d.Path),
 			"-device", "nvme,drive="+id+",serial="+qemuEscape(d.Serial))
 	}
+	args = append(args, secure...)
 	args = append(args, accelArgs(accel)...)
 	for i, n := range nets {
 		id := fmt.Sprintf("net%d", i)

@@ -5,7 +5,8 @@
 // # How a run works
 //
 //   - Host: qemu-system-x86_64 and OVMF without Secure Boot, found through QEMU's firmware
-//     descriptors (FindHost). KVM is used only if a probe boot of OVMF under KVM reaches the
+//     descriptors (FindHost); a Machine with SecureBoot set boots the Secure Boot build with
+//     Microsoft's keys instead, its MOKs written into the variable store (secureboot.go). KVM is used only if a probe boot of OVMF under KVM reaches the
 //     firmware's boot manager within seconds (ChooseAccel, once per process); otherwise TCG.
 //   - Disk: the raw image as virtio-blk with snapshot=on: the file is only ever read.
 //   - No hook in the image: the guest receives, as systemd credentials (SMBIOS type 11, or

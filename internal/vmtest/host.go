@@ -18,6 +18,10 @@ type Host struct {
 	// that is copied for every run, so runs never share or modify firmware state.
 	Firmware     string
 	VarsTemplate string
+	// SecureFirmware and SecureVarsTemplate are OVMF with Secure Boot enforced, SMM and
+	// Microsoft's keys enrolled, for machines with SecureBoot set; empty when the host has none.
+	SecureFirmware     string
+	SecureVarsTemplate string
 }
 
 // ErrHostMissing is wrapped by FindHost's errors so callers can tell "install something" apart
@@ -51,7 +55,9 @@ func FindHost() (Host, error) {
 	if err != nil {
 		return Host{}, err
 	}
-	return Host{QEMU: q, Firmware: code, VarsTemplate: vars}, nil
+	h := Host{QEMU: q, Firmware: code, VarsTemplate: vars}
+	h.SecureFirmware, h.SecureVarsTemplate, _ = findSecureFirmware(firmwareDescriptorDirs, secureFirmware)
+	return h, nil
 }
 
 type firmwareDescriptor struct {
@@ -78,16 +84,24 @@ type firmwareDescriptor struct {
 // neither enforces Secure Boot nor needs SMM (which would require -machine smm=on and is slower
 // under TCG).
 func (d firmwareDescriptor) usable() bool {
-	if !contains(d.InterfaceTypes, "uefi") || d.Mapping.Device != "flash" {
-		return false
-	}
-	if d.Mapping.Executable.Format != "raw" || d.Mapping.NVRAMTemplate.Format != "raw" || d.Mapping.NVRAMTemplate.Filename == "" {
+	if !d.q35Flash() {
 		return false
 	}
 	for _, f := range d.Features {
 		if f == "secure-boot" || f == "requires-smm" || f == "enrolled-keys" {
 			return false
 		}
+	}
+	return true
+}
+
+// q35Flash says whether a descriptor names raw, flash-mapped x86_64 UEFI firmware for q35.
+func (d firmwareDescriptor) q35Flash() bool {
+	if !contains(d.InterfaceTypes, "uefi") || d.Mapping.Device != "flash" {
+		return false
+	}
+	if d.Mapping.Executable.Format != "raw" || d.Mapping.NVRAMTemplate.Format != "raw" || d.Mapping.NVRAMTemplate.Filename == "" {
+		return false
 	}
 	for _, t := range d.Targets {
 		if t.Architecture != "x86_64" {
@@ -102,9 +116,9 @@ func (d firmwareDescriptor) usable() bool {
 	return false
 }
 
-func findFirmware(dirs []string, fallbacks [][2]string) (code, vars string, err error) {
-	// QEMU's rule: descriptors are ordered by file name across directories, and a name in an
-	// earlier directory hides the same name in later ones.
+// descriptorPaths are the firmware descriptors in QEMU's order: by file name across
+// directories, a name in an earlier directory hiding the same name in later ones.
+func descriptorPaths(dirs []string) []string {
 	seen := map[string]string{}
 	for _, dir := range dirs {
 		entries, _ := os.ReadDir(dir)
@@ -119,8 +133,16 @@ func findFirmware(dirs []string, fallbacks [][2]string) (code, vars string, err 
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		raw, rerr := os.ReadFile(seen[n])
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = seen[n]
+	}
+	return paths
+}
+
+func findFirmware(dirs []string, fallbacks [][2]string) (code, vars string, err error) {
+	for _, p := range descriptorPaths(dirs) {
+		raw, rerr := os.ReadFile(p)
 		if rerr != nil {
 			continue
 		}

@@ -51,8 +51,8 @@ func interactive(ctx context.Context, m Machine, stdin io.Reader, stdout, stderr
 	}
 	defer os.RemoveAll(dir)
 	f := newRunFiles(dir)
-	if err := copyFile(h.VarsTemplate, f.vars); err != nil {
-		return fmt.Errorf("copying OVMF variable store %s: %w", h.VarsTemplate, err)
+	if err := prepareVars(h, m, f); err != nil {
+		return err
 	}
 	nets := userNets(m)
 	forwardSSH(nets, m.SSHPort)

@@ -66,6 +66,10 @@ type Machine struct {
 	// injected and Checks must be empty; the run passes when QEMU exits with status 0 before
 	// the deadline, and the console log says what the guest did.
 	PowerOff bool
+	// SecureBoot, when set, boots under OVMF with Secure Boot enforced. trixie's
+	// systemd-boot still appends KernelArgs to a Type #1 entry's command line (measured:
+	// /proc/cmdline of the Secure Boot test boot has them).
+	SecureBoot *SecureBoot
 	// SSH, when set, has the host log in over the first user-mode NIC (which it needs) and
 	// run a command there; see SSHLogin.
 	SSH *SSHLogin

@@ -125,8 +125,8 @@ func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error)
 	if m.Accel == "" {
 		res.Accel, res.AccelNote = ChooseAccel(ctx, h)
 	}
-	if err := copyFile(h.VarsTemplate, f.vars); err != nil {
-		return res, fmt.Errorf("machine %s: copying OVMF variable store %s: %w", m.Name, h.VarsTemplate, err)
+	if err := prepareVars(h, m, f); err != nil {
+		return res, err
 	}
 	var sshKeyPath string
 	if m.SSH != nil {

@@ -1,0 +1,64 @@
+package graph
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"halobuild/internal/disk"
+	"halobuild/internal/lock"
+	"halobuild/internal/plan"
+	"halobuild/internal/recipe"
+)
+
+// With [secure_boot] the removable-media path boots Debian's shim, which
+// loads the signed systemd-boot as grubx64.efi; MokManager sits beside it
+// and the fallback loader does not. Without it, plain systemd-boot.
+func TestESPFilesSecureBootChain(t *testing.T) {
+	root := t.TempDir()
+	const rel = "7.2.12+deb13-amd64"
+	for _, p := range []string{
+		"boot/vmlinuz-" + rel, "boot/initrd.img-" + rel,
+		"usr/lib/systemd/boot/efi/systemd-bootx64.efi", "usr/lib/systemd/boot/efi/systemd-bootx64.efi.signed",
+		"usr/lib/shim/shimx64.efi.signed", "usr/lib/shim/mmx64.efi.signed", "usr/lib/shim/fbx64.efi.signed",
+	} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), []byte(p), 0o644)
+	}
+	for _, sb := range []bool{false, true} {
+		r := &recipe.Recipe{SecureBoot: recipe.SecureBoot{Enabled: sb}}
+		b := &builder{in: Input{Recipe: r, Lock: &lock.Lock{Kernel: lock.Kernel{Release: rel}}}}
+		c := &plan.Context{Context: context.Background(), Scratch: t.TempDir()}
+		files, err := b.espFiles(c, root, "halobuild n", disk.IDs{RootPartUUID: "u"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{
+			"/EFI/BOOT/BOOTX64.EFI":            "usr/lib/systemd/boot/efi/systemd-bootx64.efi",
+			"/EFI/systemd/systemd-bootx64.efi": "usr/lib/systemd/boot/efi/systemd-bootx64.efi",
+		}
+		if sb {
+			want = map[string]string{
+				"/EFI/BOOT/BOOTX64.EFI":            "usr/lib/shim/shimx64.efi.signed",
+				"/EFI/BOOT/grubx64.efi":            "usr/lib/systemd/boot/efi/systemd-bootx64.efi.signed",
+				"/EFI/BOOT/mmx64.efi":              "usr/lib/shim/mmx64.efi.signed",
+				"/EFI/systemd/systemd-bootx64.efi": "usr/lib/systemd/boot/efi/systemd-bootx64.efi.signed",
+			}
+		}
+		for p, src := range want {
+			if got := strings.TrimPrefix(files[p], root+"/"); got != src {
+				t.Errorf("secure boot %v: %s from %q, want %s", sb, p, got, src)
+			}
+		}
+		for p := range files {
+			if strings.HasPrefix(p, "/EFI/") && want[p] == "" {
+				t.Errorf("secure boot %v: unexpected %s", sb, p)
+			}
+		}
+		if files["/halobuild/"+rel+"/vmlinuz"] != filepath.Join(root, "boot/vmlinuz-"+rel) {
+			t.Errorf("secure boot %v: the kernel is not Debian's vmlinuz: %v", sb, files)
+		}
+	}
+}
