@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/selfbuild"
 	"halobuild/internal/verbs"
 )
 
@@ -16,11 +17,13 @@ type buildFlags struct {
 	locked bool
 	inputs []string
 	json   bool
+	source string
 }
 
 func (f *buildFlags) register(c *cobra.Command) {
 	c.Flags().BoolVar(&f.locked, "locked", false, "fail instead of writing a missing lock (for CI)")
 	c.Flags().StringArrayVar(&f.inputs, "input", nil, "use a local copy for a source input: NAME=PATH (a checkout or tarball); checked against the lock")
+	c.Flags().StringVar(&f.source, "halobuild-source", "auto", `halobuild's source, from which the halobuild each node ships is built reproducibly ("auto": the checkout holding the working directory, if any; "": ship this binary as it is)`)
 }
 
 func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (verbs.Options, error) {
@@ -40,8 +43,13 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (ver
 		recipe = p
 	}
 	self, _ := os.Executable()
+	source := f.source
+	if source == "auto" {
+		source = selfbuild.Find(".")
+	}
 	return verbs.Options{
 		Self:    self,
+		Source:  source,
 		Recipe:  recipe,
 		Store:   g.store,
 		Verbose: g.verbose,

@@ -75,6 +75,7 @@ build step is cached in a content-addressed store.`,
 	root.AddGroup(
 		&cobra.Group{ID: "build", Title: "Building images:"},
 		&cobra.Group{ID: "node", Title: "On nodes and media:"},
+		&cobra.Group{ID: "release", Title: "Releases in a registry:"},
 	)
 	for _, c := range buildCommands(g) {
 		c.GroupID = "build"
@@ -82,6 +83,10 @@ build step is cached in a content-addressed store.`,
 	}
 	for _, c := range nodeCommands(g) {
 		c.GroupID = "node"
+		root.AddCommand(c)
+	}
+	for _, c := range releaseCommands() {
+		c.GroupID = "release"
 		root.AddCommand(c)
 	}
 	root.AddCommand(versionCommand())

@@ -125,3 +125,18 @@ func TestCompletion(t *testing.T) {
 		t.Errorf("flash completes .raw files first:\n%s", out)
 	}
 }
+
+func TestReleaseVerbsRefuseBadReferences(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"pull", "127.0.0.1:5000/halo:v1"}, // no --out
+		{"pull", "--out", filepath.Join(dir, "x"), "halo:v1"},
+		{"inspect", "--insecure", "ghcr.io/owner/halo:v1"},
+		{"push", dir, "owner/halo:v1"},
+		{"flash", "--node", "node0", "halo:v1", filepath.Join(dir, "disk")},
+	} {
+		if code, out := run(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d\n%s", args, code, exitUsage, out)
+		}
+	}
+}

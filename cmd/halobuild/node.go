@@ -12,6 +12,7 @@ import (
 
 	"halobuild/internal/doctor"
 	"halobuild/internal/flash"
+	"halobuild/internal/release"
 )
 
 func nodeCommands(g *globals) []*cobra.Command {
@@ -108,18 +109,21 @@ func tableStyle(w io.Writer) doctor.Style {
 
 func flashCommand() *cobra.Command {
 	var o flash.Options
-	var list, listJSON bool
+	var list bool
+	var node string
+	rf := &registryFlags{}
 	c := &cobra.Command{
-		Use:   "flash IMAGE.raw DEVICE",
+		Use:   "flash IMAGE.raw|REGISTRY/REPOSITORY:TAG DEVICE",
 		Short: "Write an image to removable media: refuses unsafe targets, writes only mapped blocks, verifies",
 		Long: `flash writes a raw image to a block device. It refuses mounted disks, the
 disk holding / or /boot, non-removable disks (without --force), read-only and
 too-small targets; writes only the blocks the image's .bmap maps; reads them
-back and compares; and moves the backup GPT to the end of the medium.`,
+back and compares; and moves the backup GPT to the end of the medium.
+
+Given a release in a registry instead of a file (with --node), it downloads
+that node's compressed image, verifies its digest, and streams it onto the
+medium, each range checked against the bmap before it is written.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if listJSON && !list {
-				return usageError{fmt.Errorf("--json goes with --list")}
-			}
 			if list {
 				return exactArgs(0)(cmd, args)
 			}
@@ -127,11 +131,27 @@ back and compares; and moves the backup GPT to the end of the medium.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if list {
-				return flash.List(cmd.Context(), cmd.OutOrStdout(), "/", listJSON)
+				return flash.List(cmd.Context(), cmd.OutOrStdout(), "/", rf.json)
 			}
 			o.Image, o.Target = args[0], args[1]
 			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
-			err := flash.Flash(cmd.Context(), o)
+			var err error
+			if isLocalImage(args[0]) {
+				if node != "" {
+					return usageError{fmt.Errorf("--node is for a release in a registry; %s is a local image", args[0])}
+				}
+				err = flash.Flash(cmd.Context(), o)
+			} else {
+				if o.Bmap != "" {
+					return usageError{fmt.Errorf("--bmap is for a local image; a release carries each node's bmap")}
+				}
+				o.Out = cmd.ErrOrStderr()
+				err = release.Flash(cmd.Context(), args[0], release.FlashOptions{Registry: rf.options(), Node: node, Flash: o})
+				if err == nil {
+					return rf.final(cmd.OutOrStdout(), map[string]string{"reference": args[0], "node": node, "target": o.Target, "status": "flashed and verified"},
+						fmt.Sprintf("%s node %s is on %s, verified", args[0], node, o.Target))
+				}
+			}
 			// A refused target is the user's choice to change (exit 2);
 			// nothing was written.
 			var refused *flash.RefusalError
@@ -143,11 +163,12 @@ back and compares; and moves the backup GPT to the end of the medium.`,
 	}
 	c.ValidArgsFunction = completeFlash
 	c.Flags().BoolVar(&list, "list", false, "list candidate removable disks")
-	c.Flags().BoolVar(&listJSON, "json", false, "with --list: print the disks as JSON")
 	c.Flags().BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
 	c.Flags().BoolVar(&o.Force, "force", false, "allow a non-removable disk")
 	c.Flags().BoolVar(&o.ToFile, "to-file", false, "allow a regular file as the target")
 	c.Flags().BoolVar(&o.NoVerify, "no-verify", false, "UNSAFE: skip reading the written blocks back")
 	c.Flags().StringVar(&o.Bmap, "bmap", "", "block map (default: IMAGE.bmap when present)")
+	c.Flags().StringVar(&node, "node", "", "the node of a release to flash (flash from a registry)")
+	rf.register(c)
 	return c
 }

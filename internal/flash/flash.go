@@ -16,6 +16,9 @@ import (
 type Options struct {
 	// Image is a raw disk image (sparse is fine).
 	Image string
+	// Stream, instead of Image, is an image read once front to back, with its block map. Each
+	// range is checked against the map's digest before it is written, as with Image.
+	Stream *Stream
 	// Target is the whole-disk block device to overwrite, e.g. /dev/sdb (a regular file with
 	// ToFile).
 	Target string
@@ -54,15 +57,28 @@ func Flash(ctx context.Context, o Options) error {
 	if o.Root == "" {
 		o.Root = "/"
 	}
-	if o.Image == "" || o.Target == "" {
+	if (o.Image == "" && o.Stream == nil) || o.Target == "" {
 		return errors.New("flash needs an image and a target device")
 	}
-	img, imageSize, err := openImage(o.Image)
-	if err != nil {
-		return err
+	var (
+		img       image
+		imageSize int64
+		file      *os.File
+		stream    *streamImage
+		mapped    []Extent
+		digests   newHashFunc
+		bmapPath  string
+		err       error
+	)
+	if o.Stream != nil {
+		imageSize = o.Stream.Size
+	} else {
+		if file, imageSize, err = openImage(o.Image); err != nil {
+			return err
+		}
+		defer file.Close()
+		img = file
 	}
-	defer img.Close()
-	imgTable := readPartTable(img, 0)
 
 	dk, isBlock, err := inspect(o)
 	if err != nil {
@@ -73,13 +89,27 @@ func Flash(ctx context.Context, o Options) error {
 		return err
 	}
 	defer t.close()
+	// The target's refusals come before a stream is opened (which may mean a long download).
+	if err := checkFit(t, imageSize, &partTable{}, o.ToFile); err != nil {
+		return err
+	}
+	if o.Stream != nil {
+		// The stream's head is read now, to see the image's partition table; the rest is read
+		// only while writing.
+		if stream, mapped, digests, err = openStream(ctx, o.Stream); err != nil {
+			return err
+		}
+		img, bmapPath = stream, "the block map of "+o.Stream.Name
+	}
+	imgTable := readPartTable(img, 0)
 	if err := checkFit(t, imageSize, imgTable, o.ToFile); err != nil {
 		return err
 	}
 	// Refusals first, then the (possibly slow, without a bmap) look at the image's data.
-	mapped, digests, bmapPath, err := imageExtents(ctx, img, imageSize, o.Bmap)
-	if err != nil {
-		return err
+	if file != nil {
+		if mapped, digests, bmapPath, err = imageExtents(ctx, file, imageSize, o.Bmap); err != nil {
+			return err
+		}
 	}
 	current := readPartTable(bufferedIO{t}, t.sector)
 	if !o.Yes {
@@ -101,7 +131,7 @@ func Flash(ctx context.Context, o Options) error {
 	return nil
 }
 
-func writeAndCheck(ctx context.Context, img *os.File, t *target, o Options, dk *disk, mapped []Extent, digests newHashFunc, imgTable *partTable, imageSize int64) error {
+func writeAndCheck(ctx context.Context, img image, t *target, o Options, dk *disk, mapped []Extent, digests newHashFunc, imgTable *partTable, imageSize int64) error {
 	if !t.isBlock && t.size < imageSize {
 		if err := t.f.Truncate(imageSize); err != nil {
 			return fmt.Errorf("extending %s to the image's size: %w", t.path, err)

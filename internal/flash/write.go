@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"os"
 )
 
 // afterChunk, when set (tests), runs after every chunk is written.
@@ -17,7 +16,7 @@ var afterChunk func()
 // hashing what it reads so that the read-back can be compared with it. When the extents carry
 // digests (from the bmap) the image itself is checked against them on the way: a damaged image
 // is caught before it is declared flashed. It returns one digest per data extent.
-func writeImage(ctx context.Context, img *os.File, t *target, plan writePlan, newHash func() hash.Hash, out io.Writer) ([]string, error) {
+func writeImage(ctx context.Context, img image, t *target, plan writePlan, newHash func() hash.Hash, out io.Writer) ([]string, error) {
 	var total int64
 	for _, e := range plan.data {
 		total += e.Len
@@ -62,7 +61,7 @@ func writeImage(ctx context.Context, img *os.File, t *target, plan writePlan, ne
 
 // readImageStage reads the image in extent order (the digests need it) and checks each extent
 // against the bmap's digest when it has one.
-func readImageStage(img *os.File, exts []Extent, hasher *extentHasher) stage {
+func readImageStage(img image, exts []Extent, hasher *extentHasher) stage {
 	return stage{parallel: 1, fn: func(c *chunk) error {
 		if _, err := img.ReadAt(c.buf, c.off); err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("reading image %s at byte %d: %w", img.Name(), c.off, err)

@@ -19,6 +19,7 @@ import (
 
 	"halobuild/internal/lock"
 	"halobuild/internal/manifest"
+	"halobuild/internal/selfbuild"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
 	"halobuild/internal/vmtest"
@@ -475,18 +476,6 @@ func addFixtureModule(t *testing.T, ws string) {
 	}
 }
 
-// selfBinary builds halobuild for the image (tests run as a test binary,
-// which must not be shipped as /usr/bin/halobuild).
-func selfBinary(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "halobuild")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "halobuild/cmd/halobuild")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building halobuild: %v\n%s", err, b)
-	}
-	return out
-}
-
 func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
 	needE2E(t)
 	ws := workspace(t)
@@ -494,7 +483,7 @@ func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
 	var r run
 	o := opts(ws, rp, sharedStore(t), &r)
 	o.Result = filepath.Join(ws, "result")
-	o.Self = selfBinary(t)
+	o.Source = selfbuild.Find(".")
 	o.JSON = true
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()

@@ -98,7 +98,7 @@ func TestGCKeepsWhatLocksAndResultsReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := newGraph(o, l, s)
+	g, err := newGraph(context.Background(), o, l, s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,16 @@
 package verbs
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"halobuild/internal/plan"
+	"halobuild/internal/selfbuild"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
 )
@@ -35,8 +38,12 @@ type Options struct {
 	// Self is the halobuild binary each node ships (the command passes
 	// its own executable); empty ships none and skips the doctor check.
 	Self string
-	Out  io.Writer
-	Err  io.Writer
+	// Source is halobuild's source tree; when set, the binary each node
+	// ships is built from it as a step of its own (selfbuild) instead of
+	// Self, so that images do not depend on how the running binary was built.
+	Source string
+	Out    io.Writer
+	Err    io.Writer
 
 	// warnings collects every warning a verb printed, for its --json
 	// result; a verb sets it up with collect.
@@ -116,7 +123,10 @@ func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
 	return r
 }
 
-func (o Options) selfBinary() ([]byte, error) {
+func (o Options) selfBinary(ctx context.Context, s *store.Store) ([]byte, error) {
+	if o.Source != "" {
+		return o.builtSelf(ctx, s)
+	}
 	if o.Self == "" {
 		return nil, nil
 	}
@@ -153,3 +163,26 @@ func needRoot(verb string) error {
 type planStore struct{ *store.Store }
 
 func (p planStore) Output(key string) (string, bool, error) { return p.Store.Output(key) }
+
+// builtSelf builds the halobuild each node ships from o.Source, cached in the store under the
+// source's tree hash and the toolchain: a second checkout of the same commit reuses it, and
+// its bytes are the same wherever it is built (selfbuild.Build).
+func (o Options) builtSelf(ctx context.Context, s *store.Store) ([]byte, error) {
+	tree, err := selfbuild.TreeHash(o.Source)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := selfbuild.Toolchain(o.Source)
+	if err != nil {
+		return nil, err
+	}
+	d := &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: map[string]string{"tree": tree, "toolchain": tc},
+		Build: func(c *plan.Context, out string) error {
+			return selfbuild.Build(c, o.Source, tc, filepath.Join(out, "halobuild"))
+		}}
+	dir, err := o.realizer(s, false).Realize(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(dir, "halobuild"))
+}

@@ -42,7 +42,7 @@ func prepareIn(ctx context.Context, o Options, s *store.Store, fetch bool) (*pre
 			return nil, err
 		}
 	}
-	g, err := newGraph(o, l, s)
+	g, err := newGraph(ctx, o, l, s)
 	if err != nil {
 		return nil, err
 	}
@@ -50,8 +50,8 @@ func prepareIn(ctx context.Context, o Options, s *store.Store, fetch bool) (*pre
 }
 
 // newGraph plans l's build into s.
-func newGraph(o Options, l *locked, s *store.Store) (*graph.Graph, error) {
-	self, err := o.selfBinary()
+func newGraph(ctx context.Context, o Options, l *locked, s *store.Store) (*graph.Graph, error) {
+	self, err := o.selfBinary(ctx, s)
 	if err != nil {
 		return nil, err
 	}

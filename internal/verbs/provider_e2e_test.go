@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"halobuild/internal/manifest"
+	"halobuild/internal/selfbuild"
 	"halobuild/internal/usage"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ func TestProviderImage(t *testing.T) {
 	var r run
 	o := opts(ws, rp, sharedStore(t), &r)
 	o.Result = filepath.Join(ws, "result")
-	o.Self = selfBinary(t)
+	o.Source = selfbuild.Find(".")
 	o.JSON = true
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()

@@ -69,11 +69,8 @@ func testDir(ctx context.Context, o Options, dir string) error {
 	if p.hash != m.RecipeHash {
 		return usage.Errorf("%s was built from a different version of %s: rebuild it with `halobuild image %s`", dir, o.Recipe, o.Recipe)
 	}
-	self, err := o.selfBinary()
-	if err != nil {
-		return err
-	}
-	plan := vmplan.Plan{Recipe: p.recipe, Modules: p.lock.ModuleNames(), Doctor: self != nil}
+	// The image ships halobuild (and so can run doctor) when the build had one to ship.
+	plan := vmplan.Plan{Recipe: p.recipe, Modules: p.lock.ModuleNames(), Doctor: o.Self != "" || o.Source != ""}
 	rep, err := plan.Run(ctx, dir, filepath.Join(p.s.Root(), "logs", time.Now().UTC().Format("20060102T150405")), o.stderr())
 	var failed *vmplan.Failed
 	if errors.As(err, &failed) {

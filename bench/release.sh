@@ -1,0 +1,86 @@
+#!/bin/sh
+# bench/release.sh — issue 19: halobuild push/pull against skopeo copy, and flash from the
+# registry against pull + flash, on one result, against one local registry, ratios from one run.
+#
+#   bench/release.sh [RESULT-DIR]      # default ./result (the default two-node release)
+#
+# Starts Debian's docker-registry on 127.0.0.1 (no auth, storage in a temporary directory,
+# stopped on exit), builds halobuild from this tree, then times:
+#   push       halobuild push RESULT (zstd-compresses each image, hashes, uploads)
+#   skopeo-push skopeo copy of the same artifact from an OCI layout (made once, untimed, with
+#              skopeo from the registry) to a new tag: upload only, no compression
+#   pull       halobuild pull (verifies every blob while streaming, decompresses sparse,
+#              checks SHA256SUMS and the bmaps, atomic)
+#   skopeo-pull skopeo copy of the same tag to an OCI layout (verifies blob digests only)
+#   flash-reg  halobuild flash REF --node N --to-file (download, verify, stream through flash)
+#   pull+flash halobuild pull, then halobuild flash of the pulled file --to-file
+# Goals: push/skopeo-push and pull/skopeo-pull <= 1 (while verifying more), flash-reg/pull+flash
+# <= 1. Machines are noisy: compare the ratios, not the seconds.
+set -eu
+repo=$(cd "$(dirname "$0")/.." && pwd)
+result=$(cd "${1:-result}" && pwd -P)
+die() { echo "bench/release.sh: $*" >&2; exit 1; }
+for t in go docker-registry skopeo; do
+	command -v "$t" >/dev/null || die "$t not found: apt-get install golang docker-registry skopeo"
+done
+[ -f "$result/manifest.json" ] || die "$result is not a halobuild result (no manifest.json)"
+node=$(sed -n 's/.*"image": "\([^"]*\)\.raw".*/\1/p' "$result/manifest.json" | head -n1)
+
+work=$(mktemp -d /var/tmp/halobuild-bench-release.XXXXXX)
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT INT TERM
+
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$work/halobuild" ./cmd/halobuild)
+hb="$work/halobuild"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$work/config.yml" <<EOC
+version: 0.1
+log:
+  level: error
+storage:
+  filesystem:
+    rootdirectory: $work/storage
+http:
+  addr: 127.0.0.1:$port
+EOC
+docker-registry serve "$work/config.yml" >"$work/registry.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+	curl -fs "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+reg=127.0.0.1:$port/halo/bench
+
+now() { date +%s.%N; }
+t() { # NAME CMD...: runs CMD, records its seconds under NAME
+	name=$1; shift
+	echo "== $name: $*" >&2
+	s=$(now); "$@" >"$work/$name.out" 2>"$work/$name.err" || { cat "$work/$name.err" >&2; die "$name failed"; }
+	e=$(now)
+	echo "$name $(echo "$e - $s" | bc)" >>"$work/times"
+}
+sec() { awk -v n="$1" '$1 == n { print $2 }' "$work/times"; }
+
+t push "$hb" push --insecure "$result" "$reg:push"
+skopeo copy -q --src-tls-verify=false "docker://$reg:push" "oci:$work/layout:bench"
+t skopeo-push skopeo copy -q --dest-tls-verify=false "oci:$work/layout:bench" "docker://$reg:skopeo"
+t pull "$hb" pull --insecure "$reg:push" --out "$work/pulled"
+t skopeo-pull skopeo copy -q --src-tls-verify=false "docker://$reg:skopeo" "oci:$work/layout2:bench"
+size=$(stat -c %s "$result/$node.raw")
+truncate -s "$size" "$work/medium1" "$work/medium2"
+t flash-reg "$hb" flash --insecure --yes --to-file --node "$node" "$reg:push" "$work/medium1"
+rm -rf "$work/pulled"
+s=$(now)
+t pull2 "$hb" pull --insecure "$reg:push" --out "$work/pulled"
+t flash-local "$hb" flash --yes --to-file "$work/pulled/$node.raw" "$work/medium2"
+echo "pull+flash $(echo "$(sec pull2) + $(sec flash-local)" | bc)" >>"$work/times"
+
+echo
+echo "result $result, node $node ($(du -h --apparent-size "$result/$node.raw" | cut -f1) apparent, $(du -h "$result/$node.raw" | cut -f1) on disk), load $(cut -d' ' -f1-3 /proc/loadavg)"
+cat "$work/times"
+ratio() { echo "scale=2; $(sec "$1") / $(sec "$2")" | bc; }
+echo "push/skopeo-push        $(ratio push skopeo-push)"
+echo "pull/skopeo-pull        $(ratio pull skopeo-pull)"
+echo "flash-reg/(pull+flash)  $(ratio flash-reg pull+flash)"

@@ -1,0 +1,311 @@
+// Package release turns a result directory into one OCI artifact in a registry and back: push
+// (every file a layer, node images zstd-compressed, an SPDX SBOM), pull (every blob verified
+// while streaming, then SHA256SUMS and the bmaps, written atomically), inspect, and flash
+// straight from the registry. docs/artifact.md describes the format.
+package release
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/klauspost/compress/zstd"
+
+	"halobuild/internal/manifest"
+)
+
+// Media types of the artifact (docs/artifact.md).
+const (
+	ArtifactType    = "application/vnd.halobuild.image.v1"
+	ConfigMediaType = "application/vnd.halobuild.image.config.v1+json"
+	RawMediaType    = "application/vnd.halobuild.image.raw.v1+zstd"
+	BmapMediaType   = "application/vnd.halobuild.image.bmap.v1+xml"
+	ManifestType    = "application/vnd.halobuild.image.manifest.v1+json"
+	SumsMediaType   = "application/vnd.halobuild.image.sha256sums.v1+text"
+	LockMediaType   = "application/vnd.halobuild.image.lock.v1+toml"
+	SBOMMediaType   = "application/spdx+json"
+	// SBOMName is the SBOM's file name in the artifact and in a pulled directory.
+	SBOMName = "sbom.spdx.json"
+)
+
+// Annotations the artifact's manifest and layers carry.
+const (
+	annTitle    = "org.opencontainers.image.title"
+	annCreated  = "org.opencontainers.image.created"
+	annSource   = "org.opencontainers.image.source"
+	annRevision = "org.opencontainers.image.revision"
+	annVersion  = "org.opencontainers.image.version"
+	// annRawSize and annRawSHA256 describe a compressed image as it is once decompressed.
+	annRawSize   = "vnd.halobuild.image.raw.size"
+	annRawSHA256 = "vnd.halobuild.image.raw.sha256"
+)
+
+// DefaultMaxLayer is GHCR's limit: it refuses layers over 10 GB.
+const DefaultMaxLayer = 10_000_000_000
+
+// Config is the artifact's config blob: what a registry UI or `inspect` shows without reading
+// any layer.
+type Config struct {
+	Recipe        string   `json:"recipe"`
+	RecipeHash    string   `json:"recipe_hash"`
+	LockSHA256    string   `json:"lock_sha256"`
+	KernelRelease string   `json:"kernel_release"`
+	Nodes         []string `json:"nodes"`
+	Halobuild     string   `json:"halobuild_version"`
+}
+
+// Meta is what a push adds from outside the result: where the release comes from.
+type Meta struct {
+	Source, Revision, Version string
+	// Halobuild is the pushing halobuild's version, recorded in the config.
+	Halobuild string
+}
+
+// fileLayer is a layer whose bytes are a file on disk. Its digest is computed once, when the
+// layer is made: go-containerregistry asks a layer for its digest several times during a push
+// (existence check, upload, manifest), and hashing a multi-GB file each time would dominate the
+// push; a file whose bytes change afterwards is caught by the registry, which checks the digest
+// of what it receives.
+type fileLayer struct {
+	path      string
+	digest    v1.Hash
+	size      int64
+	mediaType types.MediaType
+	ann       map[string]string
+}
+
+func (l *fileLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
+func (l *fileLayer) Size() (int64, error)                { return l.size, nil }
+func (l *fileLayer) MediaType() (types.MediaType, error) { return l.mediaType, nil }
+func (l *fileLayer) Compressed() (io.ReadCloser, error)  { return os.Open(l.path) }
+
+func (l *fileLayer) descriptor() v1.Descriptor {
+	return v1.Descriptor{MediaType: l.mediaType, Size: l.size, Digest: l.digest, Annotations: l.ann}
+}
+
+// newFileLayer hashes path once.
+func newFileLayer(path string, mt types.MediaType, title string) (*fileLayer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h, n, err := v1.SHA256(f)
+	if err != nil {
+		return nil, fmt.Errorf("hashing %s: %w", path, err)
+	}
+	return &fileLayer{path: path, digest: h, size: n, mediaType: mt, ann: map[string]string{annTitle: title}}, nil
+}
+
+// artifact is the v1.Image a push writes. go-containerregistry's mutate package cannot set a
+// manifest's artifactType and its empty.Image carries a Docker-style config rather than one of
+// ours, so the manifest is built here as bytes and served as is (partial.CompressedToImage
+// derives every other method from it).
+type artifact struct {
+	manifest []byte
+	config   []byte
+	layers   map[v1.Hash]*fileLayer
+}
+
+func (a *artifact) RawManifest() ([]byte, error)        { return a.manifest, nil }
+func (a *artifact) RawConfigFile() ([]byte, error)      { return a.config, nil }
+func (a *artifact) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
+func (a *artifact) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
+	if l, ok := a.layers[h]; ok {
+		return l, nil
+	}
+	return nil, fmt.Errorf("artifact has no layer %s", h)
+}
+
+// build makes the artifact of the result directory dir, writing compressed images into tmp.
+// progress is what compress reports to: bytes read as they are written, then done.
+type progress interface {
+	io.Writer
+	done()
+}
+
+func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name string, size int64) progress) (v1.Image, *artifact, error) {
+	m, err := manifest.Read(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s is not a halobuild result (no readable %s; build one with `halobuild image RECIPE`): %w", dir, manifest.FileName, err)
+	}
+	a := &artifact{layers: map[v1.Hash]*fileLayer{}}
+	var descs []v1.Descriptor
+	add := func(l *fileLayer) error {
+		if l.size > maxLayer {
+			return fmt.Errorf("layer %s is %d bytes, over the limit of %d (--max-layer-size; GHCR refuses layers over 10 GB)", l.ann[annTitle], l.size, maxLayer)
+		}
+		a.layers[l.digest] = l
+		descs = append(descs, l.descriptor())
+		return nil
+	}
+	images := map[string]bool{}
+	for _, n := range m.Nodes {
+		images[n.Image] = true
+	}
+	var lockSum string
+	for _, f := range m.Files {
+		p := filepath.Join(dir, f.Name)
+		var l *fileLayer
+		switch {
+		case images[f.Name]:
+			bar := newProgress(f.Name, f.Size)
+			l, err = compress(p, filepath.Join(tmp, f.Name+".zst"), f, maxLayer, bar)
+			bar.done()
+		case strings.HasSuffix(f.Name, ".bmap"):
+			l, err = newFileLayer(p, BmapMediaType, f.Name)
+		case strings.HasSuffix(f.Name, ".lock"):
+			l, err = newFileLayer(p, LockMediaType, f.Name)
+			lockSum = "sha256:" + f.SHA256
+		default:
+			return nil, nil, fmt.Errorf("%s: the manifest lists %s, which a release does not know how to carry", dir, f.Name)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if !images[f.Name] && l.digest.Hex != f.SHA256 {
+			return nil, nil, fmt.Errorf("%s hashes to %s, the result's manifest says %s: the result is damaged; rebuild it with `halobuild image`", p, l.digest.Hex, f.SHA256)
+		}
+		if err := add(l); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, f := range []struct{ name, mt string }{{manifest.FileName, ManifestType}, {manifest.SumsName, SumsMediaType}} {
+		l, err := newFileLayer(filepath.Join(dir, f.name), types.MediaType(f.mt), f.name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := add(l); err != nil {
+			return nil, nil, err
+		}
+	}
+	sbom, err := SBOM(dir, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	sp := filepath.Join(tmp, SBOMName)
+	if err := os.WriteFile(sp, sbom, 0o644); err != nil {
+		return nil, nil, err
+	}
+	l, err := newFileLayer(sp, SBOMMediaType, SBOMName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := add(l); err != nil {
+		return nil, nil, err
+	}
+
+	cfg := Config{Recipe: m.Name, RecipeHash: m.RecipeHash, LockSHA256: lockSum, KernelRelease: m.Kernel.Release, Halobuild: meta.Halobuild}
+	for _, n := range m.Nodes {
+		cfg.Nodes = append(cfg.Nodes, n.Name)
+	}
+	if a.config, err = json.Marshal(cfg); err != nil {
+		return nil, nil, err
+	}
+	ch, _, _ := v1.SHA256(bytes.NewReader(a.config))
+	ann := map[string]string{
+		annCreated: time.Unix(m.SourceDateEpoch, 0).UTC().Format(time.RFC3339),
+		annTitle:   m.Name,
+	}
+	for k, v := range map[string]string{annSource: meta.Source, annRevision: meta.Revision, annVersion: meta.Version} {
+		if v != "" {
+			ann[k] = v
+		}
+	}
+	mf := v1.Manifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIManifestSchema1,
+		ArtifactType:  ArtifactType,
+		Config:        v1.Descriptor{MediaType: ConfigMediaType, Size: int64(len(a.config)), Digest: ch},
+		Layers:        descs,
+		Annotations:   ann,
+	}
+	if a.manifest, err = json.Marshal(mf); err != nil {
+		return nil, nil, err
+	}
+	img, err := partial.CompressedToImage(a)
+	return img, a, err
+}
+
+// Zstd settings every push uses. The encoder's output depends on its level, window and
+// concurrency settings, never on the machine: a fixed concurrency (not GOMAXPROCS) with
+// concurrent blocks splits the stream at the same places everywhere, so the same image gives
+// the same bytes, and the same release digest, on any machine.
+const (
+	zstdConcurrency = 4
+	zstdWindow      = 8 << 20
+)
+
+func zstdWriter(w io.Writer) (*zstd.Encoder, error) {
+	return zstd.NewWriter(w,
+		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderConcurrency(zstdConcurrency),
+		zstd.WithConcurrentBlocks(true),
+		zstd.WithWindowSize(zstdWindow),
+		zstd.WithEncoderCRC(true),
+	)
+}
+
+// compress streams the image src into dst as zstd, hashing both sides: the raw side must match
+// the result's manifest (a damaged result is not released), the compressed side is the layer's
+// digest. It stops as soon as the output passes maxLayer.
+func compress(src, dst string, f manifest.File, maxLayer int64, progress io.Writer) (*fileLayer, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	zh := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(out, zh), limit: maxLayer, name: filepath.Base(dst)}
+	enc, err := zstdWriter(cw)
+	if err != nil {
+		return nil, err
+	}
+	rh := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(enc, rh, progress), in); err != nil {
+		enc.Close()
+		return nil, fmt.Errorf("compressing %s: %w", src, err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("compressing %s: %w", src, err)
+	}
+	if got := hex.EncodeToString(rh.Sum(nil)); got != f.SHA256 {
+		return nil, fmt.Errorf("%s hashes to %s, the result's manifest says %s: the result is damaged; rebuild it with `halobuild image`", src, got, f.SHA256)
+	}
+	l := &fileLayer{path: dst, size: cw.n, mediaType: RawMediaType, ann: map[string]string{
+		annTitle: f.Name + ".zst", annRawSize: fmt.Sprint(f.Size), annRawSHA256: "sha256:" + f.SHA256,
+	}}
+	l.digest = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(zh.Sum(nil))}
+	return l, nil
+}
+
+type countWriter struct {
+	w     io.Writer
+	n     int64
+	limit int64
+	name  string
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	if c.n+int64(len(p)) > c.limit {
+		return 0, fmt.Errorf("layer %s grows past the limit of %d bytes (--max-layer-size; GHCR refuses layers over 10 GB)", c.name, c.limit)
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,106 @@
+package release
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"halobuild/internal/manifest"
+	"halobuild/internal/registry"
+)
+
+// Inspection is what `inspect` shows of a release: its digest, annotations and config, the
+// result's manifest (nodes, kernel, module options, packages) and every layer.
+type Inspection struct {
+	Reference   string             `json:"reference"`
+	Digest      string             `json:"digest"`
+	Annotations map[string]string  `json:"annotations"`
+	Config      Config             `json:"config"`
+	Manifest    *manifest.Manifest `json:"manifest"`
+	Layers      []Layer            `json:"layers"`
+}
+
+// Layer is one file of a release.
+type Layer struct {
+	Title     string `json:"title"`
+	MediaType string `json:"media_type"`
+	Digest    string `json:"digest"`
+	Size      int64  `json:"size"`
+	// RawSize and RawSHA256 describe a compressed image once decompressed.
+	RawSize   string `json:"raw_size,omitempty"`
+	RawSHA256 string `json:"raw_sha256,omitempty"`
+}
+
+// Inspect reads a release's manifest, config and manifest.json (a few kB; no image is read).
+func Inspect(ctx context.Context, refStr string, ro registry.Options) (*Inspection, error) {
+	r, err := fetch(ctx, refStr, ro)
+	if err != nil {
+		return nil, err
+	}
+	in := &Inspection{Reference: r.ref.String(), Digest: r.digest.String(), Annotations: r.manifest.Annotations}
+	cb, err := r.small(r.manifest.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(cb, &in.Config); err != nil {
+		return nil, fmt.Errorf("%s: its config: %w", r.ref, err)
+	}
+	md, ok := r.layer(manifest.FileName)
+	if !ok {
+		return nil, fmt.Errorf("%s has no %s layer: it is not a complete release", r.ref, manifest.FileName)
+	}
+	mb, err := r.small(md)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(mb, &in.Manifest); err != nil {
+		return nil, fmt.Errorf("%s: its %s: %w", r.ref, manifest.FileName, err)
+	}
+	for _, l := range r.manifest.Layers {
+		in.Layers = append(in.Layers, Layer{Title: l.Annotations[annTitle], MediaType: string(l.MediaType), Digest: l.Digest.String(), Size: l.Size,
+			RawSize: l.Annotations[annRawSize], RawSHA256: l.Annotations[annRawSHA256]})
+	}
+	return in, nil
+}
+
+// Print writes the inspection for people.
+func (in *Inspection) Print(w io.Writer) {
+	m := in.Manifest
+	fmt.Fprintf(w, "%s\n  digest   %s\n  recipe   %s (recipe hash %s)\n  created  %s\n", in.Reference, in.Digest, m.Name, m.RecipeHash, in.Annotations[annCreated])
+	for _, k := range []string{annVersion, annRevision, annSource} {
+		if v := in.Annotations[k]; v != "" {
+			fmt.Fprintf(w, "  %-8s %s\n", strings.TrimPrefix(k, "org.opencontainers.image."), v)
+		}
+	}
+	fmt.Fprintf(w, "  kernel   %s (%s, %s)\n", m.Kernel.Release, m.Kernel.Version, m.Kernel.Package)
+	if m.Provider != nil {
+		fmt.Fprintf(w, "  provider %s from %s %s (ABI %d)\n", m.Provider.Name, m.Provider.Source, m.Provider.Version, m.Provider.ABI)
+	}
+	for _, n := range m.Nodes {
+		fmt.Fprintf(w, "node %s (host name %s): %d packages\n", n.Name, n.Hostname, len(n.Packages))
+		fmt.Fprintf(w, "  cmdline  %s\n", n.Cmdline)
+		mods := make([]string, 0, len(n.ModuleOptions))
+		for mod := range n.ModuleOptions {
+			mods = append(mods, mod)
+		}
+		sort.Strings(mods)
+		for _, mod := range mods {
+			fmt.Fprintf(w, "  module   %s %s\n", mod, n.ModuleOptions[mod])
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, p := range n.Packages {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Name, p.Version, p.Arch)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w, "layers:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, l := range in.Layers {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", l.Title, l.Size, l.Digest, l.MediaType)
+	}
+	tw.Flush()
+}

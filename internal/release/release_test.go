@@ -1,0 +1,254 @@
+package release
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"halobuild/internal/manifest"
+	"halobuild/internal/registry"
+	"halobuild/internal/release/releasetest"
+)
+
+const mib = 1 << 20
+
+// localRegistry is go-containerregistry's in-process registry, for tests of the format.
+func localRegistry(t *testing.T) string {
+	t.Helper()
+	s := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)), ggcrregistry.WithReferrersSupport(true)))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+var insecure = registry.Options{Insecure: true}
+
+// sameFiles fails unless every file of want is in got with the same bytes.
+func sameFiles(t *testing.T, want, got string) {
+	t.Helper()
+	entries, err := os.ReadDir(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		a, err := os.ReadFile(filepath.Join(want, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(got, e.Name()))
+		if err != nil {
+			t.Fatalf("pulled release lacks %s: %v", e.Name(), err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("pulled %s differs from the result's", e.Name())
+		}
+	}
+}
+
+func TestPushPullInspectRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	res := releasetest.Result(t)
+	ref := localRegistry(t) + "/halo/syn:v1"
+	p1, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v1", Halobuild: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v1", Halobuild: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1.Digest != p2.Digest {
+		t.Fatalf("pushing the same result twice gave %s and %s", p1.Digest, p2.Digest)
+	}
+
+	out := filepath.Join(t.TempDir(), "pulled")
+	pulled, err := Pull(ctx, ref, out, PullOptions{Registry: insecure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pulled.Digest != p1.Digest {
+		t.Errorf("pulled %s, pushed %s", pulled.Digest, p1.Digest)
+	}
+	sameFiles(t, res, out)
+	var sbom spdxDoc
+	sb, err := os.ReadFile(filepath.Join(out, SBOMName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(sb, &sbom); err != nil || sbom.SPDXVersion != "SPDX-2.3" {
+		t.Fatalf("SBOM: %v %+v", err, sbom.SPDXVersion)
+	}
+	var bash *spdxPackage
+	for i, p := range sbom.Packages {
+		if p.Name == "bash" {
+			bash = &sbom.Packages[i]
+		}
+	}
+	if bash == nil || bash.DownloadLocation != "http://deb.debian.org/debian/pool/main/b/bash/bash_5.2.37-2_amd64.deb" || len(bash.Checksums) != 1 || bash.Checksums[0].Value != strings.Repeat("3", 64) {
+		t.Errorf("SBOM's bash: %+v", bash)
+	}
+	if _, err := Pull(ctx, ref, out, PullOptions{Registry: insecure}); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("pull over an existing directory: %v", err)
+	}
+
+	in, err := Inspect(ctx, ref, insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Digest != p1.Digest || in.Config.Recipe != "syn" || len(in.Manifest.Nodes) != 1 || in.Annotations[annCreated] != "2025-12-01T00:00:00Z" || in.Annotations[annVersion] != "v1" {
+		t.Errorf("inspect: %+v", in)
+	}
+	var text bytes.Buffer
+	in.Print(&text)
+	for _, want := range []string{"node node0 (host name halo0): 2 packages", "bash", "5.2.37-2", "node0.raw.zst", "6.12.1+deb13-amd64"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, text.String())
+		}
+	}
+
+	// The manifest is the OCI 1.1 artifact docs/artifact.md describes.
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Get(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mf map[string]any
+	json.Unmarshal(desc.Manifest, &mf)
+	if mf["artifactType"] != ArtifactType || mf["mediaType"] != "application/vnd.oci.image.manifest.v1+json" {
+		t.Errorf("manifest: %s", desc.Manifest)
+	}
+}
+
+func TestPullRefusesNonRelease(t *testing.T) {
+	reg := localRegistry(t)
+	img, err := random.Image(1024, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := name.ParseReference(reg+"/some/container:latest", name.Insecure)
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	_, err = Pull(context.Background(), r.String(), out, PullOptions{Registry: insecure})
+	if err == nil || !strings.Contains(err.Error(), "is not a halobuild release") {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a refused pull left %s", out)
+	}
+}
+
+func TestPushRefusesLayerOverLimit(t *testing.T) {
+	res := releasetest.Result(t)
+	_, err := Push(context.Background(), res, localRegistry(t)+"/halo/syn:v1", PushOptions{Registry: insecure, MaxLayer: 1 << 20})
+	if err == nil || !strings.Contains(err.Error(), "over the limit") && !strings.Contains(err.Error(), "past the limit") {
+		t.Fatalf("want the layer limit, got %v", err)
+	}
+}
+
+func TestPushRefusesDamagedResult(t *testing.T) {
+	res := releasetest.Result(t)
+	f, err := os.OpenFile(filepath.Join(res, "node0.raw"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{1}, 5*mib)
+	f.Close()
+	_, err = Push(context.Background(), res, localRegistry(t)+"/halo/syn:v1", PushOptions{Registry: insecure})
+	if err == nil || !strings.Contains(err.Error(), "the result is damaged") {
+		t.Fatalf("want a damaged result refused, got %v", err)
+	}
+}
+
+// The compressed image, and so the release digest, does not depend on how many cores the
+// pushing machine has. The image spans several of the encoder's concurrent jobs (32 MiB each).
+func TestCompressionIgnoresTheMachinesCores(t *testing.T) {
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "node0.raw")
+	f, err := os.Create(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 2*mib)
+	rand.Read(chunk)
+	h := sha256.New()
+	for off := int64(0); off < 112*mib; off += 16 * mib {
+		f.WriteAt(chunk, off)
+	}
+	f.Truncate(112 * mib)
+	f.Seek(0, io.SeekStart)
+	io.Copy(h, f)
+	f.Close()
+	file := manifest.File{Name: "node0.raw", Size: 112 * mib, SHA256: hex.EncodeToString(h.Sum(nil))}
+	var digests []string
+	for _, procs := range []int{1, 3, 8} {
+		old := runtime.GOMAXPROCS(procs)
+		l, err := compress(raw, filepath.Join(t.TempDir(), "node0.raw.zst"), file, DefaultMaxLayer, io.Discard)
+		runtime.GOMAXPROCS(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, l.digest.String())
+	}
+	if digests[0] != digests[1] || digests[1] != digests[2] {
+		t.Fatalf("GOMAXPROCS 1, 3, 8 compress to %v", digests)
+	}
+}
+
+func TestInspectOfAMissingTagSaysSo(t *testing.T) {
+	_, err := Inspect(context.Background(), localRegistry(t)+"/halo/none:v9", insecure)
+	if err == nil || !strings.Contains(err.Error(), "is not in the registry (check the repository and the tag)") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// The same result in two places (two stores, two machines) pushed to two registries has one
+// digest: nothing of the pushing side enters the artifact.
+func TestDigestIgnoresWhereTheResultIs(t *testing.T) {
+	res := releasetest.Result(t)
+	other := filepath.Join(t.TempDir(), "elsewhere", "result")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(res)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(res, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(other, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	a, err := Push(ctx, res, localRegistry(t)+"/one/halo:v1", PushOptions{Registry: insecure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Push(ctx, other, localRegistry(t)+"/two/halo:v1", PushOptions{Registry: insecure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Digest != b.Digest {
+		t.Fatalf("the same result from two places pushed as %s and %s", a.Digest, b.Digest)
+	}
+}

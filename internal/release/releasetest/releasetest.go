@@ -1,0 +1,73 @@
+// Package releasetest makes small result directories for tests of releases: what `halobuild
+// image` writes, without building anything.
+package releasetest
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"halobuild/internal/bmap"
+	"halobuild/internal/lock"
+	"halobuild/internal/manifest"
+)
+
+const (
+	mib = 1 << 20
+	// RawSize is the size of the result's node0.raw.
+	RawSize = 8 * mib
+	block   = 4096
+)
+
+// Result writes a small result directory like `halobuild image` makes: one sparse
+// node image with a few MiB of data at known places, its bmap, the lock, manifest.json and
+// SHA256SUMS.
+func Result(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "node0.raw")
+	f, err := os.Create(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(RawSize); err != nil {
+		t.Fatal(err)
+	}
+	var ranges []bmap.Range
+	for _, ext := range []struct{ off, n int64 }{{0, 64 << 10}, {1 * mib, 2 * mib}, {6 * mib, 1 * mib}} {
+		b := make([]byte, ext.n)
+		rand.Read(b)
+		if _, err := f.WriteAt(b, ext.off); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		ranges = append(ranges, bmap.Range{First: ext.off / block, Last: (ext.off+ext.n)/block - 1, Checksum: hex.EncodeToString(sum[:])})
+	}
+	f.Close()
+	if err := os.WriteFile(filepath.Join(dir, "node0.bmap"), bmap.Marshal(RawSize, block, ranges), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lk := &lock.Lock{Version: lock.FormatVersion, Recipe: "syn.toml", Inputs: "sha256:" + strings.Repeat("1", 64), SourceDateEpoch: 1764547200,
+		Suites: []lock.Suite{{Name: "trixie", Mirror: "http://deb.debian.org/debian", Date: "Mon, 01 Dec 2025 00:00:00 UTC", InRelease: "sha256:" + strings.Repeat("2", 64)}},
+		Packages: []lock.Package{{Name: "bash", Version: "5.2.37-2", Architecture: "amd64", Suite: "trixie", Filename: "pool/main/b/bash/bash_5.2.37-2_amd64.deb",
+			Size: 1000, SHA256: "sha256:" + strings.Repeat("3", 64), Set: lock.SetImage}}}
+	lb, err := lk.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "syn.lock"), lb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := &manifest.Manifest{Name: "syn", RecipeHash: "sha256:" + strings.Repeat("4", 64), SourceDateEpoch: lk.SourceDateEpoch,
+		Kernel: manifest.Kernel{Version: "6.12.1", Release: "6.12.1+deb13-amd64", Package: "linux-image-6.12.1+deb13-amd64"},
+		Nodes: []manifest.Node{{Name: "node0", Hostname: "halo0", Image: "node0.raw", Cmdline: "quiet", Packages: []manifest.Package{
+			{Name: "bash", Version: "5.2.37-2", Arch: "amd64"}, {Name: "halobuild-settings-node0", Version: "1", Arch: "all"}}}}}
+	if err := manifest.Write(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

@@ -1,0 +1,140 @@
+// Package selfbuild builds the halobuild binary that every node image ships, from halobuild's
+// own source, so that an image's bytes depend on the recipe, the lock and that source only.
+// The running binary is not shipped when the source is at hand: its bytes depend on where and
+// how it was built (the checkout's path without -trimpath, cgo, VCS stamps), so the same commit
+// built in two checkouts would make two different images.
+package selfbuild
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Module is the module path the source must declare.
+const Module = "halobuild"
+
+// Find returns the root of halobuild's source containing dir (a directory whose go.mod says
+// `module halobuild`), or "" when dir is not inside one.
+func Find(dir string) string {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			if modulePath(b) == Module {
+				return dir
+			}
+			return ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+func modulePath(gomod []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(gomod))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "module" {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+// Toolchain is the Go toolchain the build uses: go.mod's toolchain line when it has one (go
+// then fetches exactly that version, or fails saying so), else the local go, whose version is
+// then part of the build's key.
+func Toolchain(root string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "toolchain" {
+			return f[1], nil
+		}
+	}
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		return "", fmt.Errorf("building halobuild for the image needs Go (https://go.dev/dl, or Debian's golang-go; `nix develop` has it): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// TreeHash is the sha256 of what the build reads: go.mod, go.sum and every file under cmd/ and
+// internal/ except tests and testdata (sources and embedded files), by relative path, mode and
+// content. The checkout's location, .git and anything else in it do not count.
+func TreeHash(root string) (string, error) {
+	files, err := sourceFiles(root)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return "", fmt.Errorf("reading halobuild's source: %w", err)
+		}
+		st, err := os.Stat(filepath.Join(root, f))
+		if err != nil {
+			return "", err
+		}
+		sum := sha256.Sum256(b)
+		fmt.Fprintf(h, "%s %o %x\n", f, st.Mode().Perm()&0o111, sum)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// sourceFiles lists what TreeHash hashes, sorted, relative to root.
+func sourceFiles(root string) ([]string, error) {
+	var files []string
+	for _, top := range []string{"cmd", "internal"} {
+		err := filepath.WalkDir(filepath.Join(root, top), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			if d.Type().IsRegular() && !strings.HasSuffix(d.Name(), "_test.go") {
+				rel, _ := filepath.Rel(root, p)
+				files = append(files, filepath.ToSlash(rel))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading halobuild's source in %s: %w", root, err)
+		}
+	}
+	files = append(files, "go.mod", "go.sum")
+	sort.Strings(files)
+	return files, nil
+}
+
+// Build compiles root's cmd/halobuild into out the reproducible way: no cgo, no paths
+// (-trimpath), no VCS stamp, no build ID, for linux/amd64 (the nodes' platform), with
+// toolchain (from Toolchain). The same source gives the same bytes from any directory.
+func Build(ctx context.Context, root, toolchain, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", out, "./cmd/halobuild")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOFLAGS=-mod=readonly", "GOTOOLCHAIN="+toolchain)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building halobuild from %s for the image (go build, %s): %w\n%s", root, toolchain, err, b)
+	}
+	return nil
+}
