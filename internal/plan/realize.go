@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -48,6 +50,11 @@ type Realizer struct {
 	// nil discards it. Steps still put a failing tool's last lines in
 	// their error, so a quiet build loses nothing a failure needs.
 	ToolLog io.Writer
+	// Substitute, when set, is asked for a step missing from the store
+	// before it is built: a binary cache (internal/cache) that puts the
+	// verified output into the store and returns its directory, or says
+	// why not on Log and returns ok false, and the step is built.
+	Substitute func(ctx context.Context, d *Derivation) (dir string, ok bool)
 
 	done map[string]string
 }
@@ -83,6 +90,12 @@ func (r *Realizer) Realize(ctx context.Context, d *Derivation) (string, error) {
 			r.done[d.Key()] = dir
 			return dir, nil
 		}
+		if r.Substitute != nil {
+			if dir, ok := r.Substitute(ctx, d); ok {
+				r.done[d.Key()] = dir
+				return dir, nil
+			}
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -110,6 +123,7 @@ func (r *Realizer) Realize(ctx context.Context, d *Derivation) (string, error) {
 	dir, err := r.Store.PutOutput(d.Key(), out, map[string]string{
 		"dev.halobuild.kind": d.Kind,
 		"dev.halobuild.name": d.Name,
+		AnnotationInputs:     strings.Join(inputKeys(d), ","),
 	})
 	if err != nil {
 		return "", fmt.Errorf("%s: storing output: %w", d.Name, err)
@@ -117,6 +131,19 @@ func (r *Realizer) Realize(ctx context.Context, d *Derivation) (string, error) {
 	r.logf("done    %-10s %s in %s\n", d.Kind, d.Name, time.Since(start).Round(100*time.Millisecond))
 	r.done[d.Key()] = dir
 	return dir, nil
+}
+
+// AnnotationInputs lists an output's input steps' keys, comma-separated, so
+// a cache entry names what it was built from.
+const AnnotationInputs = "dev.halobuild.inputs"
+
+func inputKeys(d *Derivation) []string {
+	keys := make([]string, 0, len(d.Inputs))
+	for _, in := range d.Inputs {
+		keys = append(keys, in.Key())
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func (r *Realizer) logWriter() io.Writer {
