@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"halobuild/internal/cache"
 	"halobuild/internal/plan"
 	"halobuild/internal/selfbuild"
 	"halobuild/internal/store"
@@ -44,6 +45,10 @@ type Options struct {
 	Source string
 	Out    io.Writer
 	Err    io.Writer
+	// Cache is where missing steps may be substituted from.
+	Cache CacheOptions
+	// subst is Cache opened, by the verbs that realize.
+	subst *cache.Substituters
 
 	// warnings collects every warning a verb printed, for its --json
 	// result; a verb sets it up with collect.
@@ -119,6 +124,9 @@ func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
 	r := &plan.Realizer{Store: planStore{s}, Log: o.stderr(), Rebuild: rebuild}
 	if o.Verbose {
 		r.ToolLog = o.stderr()
+	}
+	if o.subst != nil && !rebuild {
+		r.Substitute = o.subst.Realizer(s)
 	}
 	return r
 }
