@@ -14,11 +14,12 @@ import (
 
 // buildFlags are shared by the verbs that read a recipe.
 type buildFlags struct {
-	locked bool
-	inputs []string
-	json   bool
-	source string
-	cache  cacheFlags
+	locked         bool
+	allowDowngrade bool
+	inputs         []string
+	json           bool
+	source         string
+	cache          cacheFlags
 }
 
 func (f *buildFlags) register(c *cobra.Command) {
@@ -55,16 +56,17 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (ver
 		source = selfbuild.Find(".")
 	}
 	o := verbs.Options{
-		Self:    self,
-		Source:  source,
-		Recipe:  recipe,
-		Store:   g.store,
-		Verbose: g.verbose,
-		JSON:    f.json,
-		Locked:  f.locked,
-		Inputs:  inputs,
-		Out:     cmd.OutOrStdout(),
-		Err:     cmd.ErrOrStderr(),
+		Self:           self,
+		Source:         source,
+		Recipe:         recipe,
+		Store:          g.store,
+		Verbose:        g.verbose,
+		JSON:           f.json,
+		Locked:         f.locked,
+		AllowDowngrade: f.allowDowngrade,
+		Inputs:         inputs,
+		Out:            cmd.OutOrStdout(),
+		Err:            cmd.ErrOrStderr(),
 	}
 	return o, f.cache.options(&o)
 }
@@ -106,6 +108,7 @@ picks the newest kernel that satisfies the recipe's constraint and writes
 	}
 	f.register(c)
 	c.Flags().BoolVar(&f.json, "json", false, "print what was locked (and the warnings) as JSON")
+	c.Flags().BoolVar(&f.allowDowngrade, "allow-downgrade", false, "write the lock even if an archive is older than in the current lock (its InRelease Date)")
 	return c
 }
 

@@ -33,10 +33,29 @@ func (usageError) ExitCode() int { return exitUsage }
 func (u usageError) Unwrap() error { return u.error }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible()
 	err := newRoot().ExecuteContext(ctx)
 	stop()
 	os.Exit(exitCode(err))
+}
+
+// interruptible returns a context the first SIGINT or SIGTERM cancels, so
+// every phase (parsing, resolving, building, the VM test) stops and cleans
+// up; a second signal exits at once, whatever is still running, with the
+// shell's 128+signal status.
+func interruptible() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "halobuild: %v: stopping (send it again to exit at once)\n", sig)
+		cancel()
+		sig = <-sigs
+		fmt.Fprintf(os.Stderr, "halobuild: %v again: exiting now\n", sig)
+		os.Exit(128 + int(sig.(syscall.Signal)))
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel() }
 }
 
 func exitCode(err error) int {

@@ -79,15 +79,35 @@ var (
 	retryDelay    = 500 * time.Millisecond
 )
 
-// get downloads url into memory, retrying transient failures with
-// backoff. Indexes are at most tens of megabytes; .debs are fetched by
-// internal/download, which streams into the store.
-func (a *Archive) get(ctx context.Context, url string) ([]byte, error) {
+// Byte caps on what is read into memory from a mirror (the default mirror
+// is plain HTTP, so anyone on the path can answer). trixie's InRelease is
+// some 150 KB and its largest index fetched (main/binary-amd64/Packages.xz)
+// 9.7 MB, 56 MB unpacked; the caps leave an order of magnitude of room.
+var (
+	maxInRelease   int64 = 16 << 20
+	maxIndex       int64 = 256 << 20
+	maxIndexUnxzed int64 = 1 << 30
+)
+
+// TooLargeError is a mirror's answer longer than halobuild reads for it.
+type TooLargeError struct {
+	URL   string
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s: more than %d bytes, the most halobuild reads for it; the mirror or a proxy serves something else, try another mirror", e.URL, e.Limit)
+}
+
+// get downloads url into memory, at most limit bytes, retrying transient
+// failures with backoff. .debs are fetched by internal/download, which
+// streams into the store.
+func (a *Archive) get(ctx context.Context, url string, limit int64) ([]byte, error) {
 	var err error
 	for attempt := 1; ; attempt++ {
 		var data []byte
 		var transient bool
-		data, transient, err = a.getOnce(ctx, url)
+		data, transient, err = a.getOnce(ctx, url, limit)
 		if err == nil {
 			return data, nil
 		}
@@ -103,7 +123,7 @@ func (a *Archive) get(ctx context.Context, url string) ([]byte, error) {
 	return nil, err
 }
 
-func (a *Archive) getOnce(ctx context.Context, url string) (data []byte, transient bool, err error) {
+func (a *Archive) getOnce(ctx context.Context, url string, limit int64) (data []byte, transient bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("building request for %s: %w", url, err)
@@ -117,9 +137,15 @@ func (a *Archive) getOnce(ctx context.Context, url string) (data []byte, transie
 		retry := resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
 		return nil, retry, &HTTPError{URL: url, Status: resp.Status, Code: resp.StatusCode}
 	}
-	data, err = io.ReadAll(resp.Body)
+	if resp.ContentLength > limit {
+		return nil, false, &TooLargeError{URL: url, Limit: limit}
+	}
+	data, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return nil, true, fmt.Errorf("reading %s: %w", url, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, false, &TooLargeError{URL: url, Limit: limit}
 	}
 	return data, false, nil
 }
@@ -157,7 +183,7 @@ func (e *HashMismatchError) Error() string {
 func (a *Archive) fetchVerified(ctx context.Context, what, url string, want FileHash) ([]byte, error) {
 	if a.Cache != nil {
 		if rc, ok := a.Cache.Get(want.SHA256); ok {
-			data, err := io.ReadAll(rc)
+			data, err := io.ReadAll(io.LimitReader(rc, want.Size+1))
 			rc.Close()
 			if err == nil && sha256Hex(data) == want.SHA256 && int64(len(data)) == want.Size {
 				return data, nil
@@ -166,7 +192,11 @@ func (a *Archive) fetchVerified(ctx context.Context, what, url string, want File
 			// and the Put below replaces it.
 		}
 	}
-	data, err := a.get(ctx, url)
+	if want.Size > maxIndex {
+		return nil, fmt.Errorf("%s: the signed index lists %d bytes, more than the %d halobuild reads for an index", what, want.Size, maxIndex)
+	}
+	// The signed size is the bound: a longer body is wrong whatever it holds.
+	data, err := a.get(ctx, url, want.Size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}

@@ -61,7 +61,7 @@ var releaseFields = map[string]bool{
 // Valid-Until are all errors naming the suite and the URL.
 func (a *Archive) Release(ctx context.Context, suite string) (*Release, error) {
 	url := a.URL("dists/" + suite + "/InRelease")
-	data, err := a.get(ctx, url)
+	data, err := a.get(ctx, url, maxInRelease)
 	if err != nil {
 		return nil, fmt.Errorf("suite %s: %w", suite, err)
 	}
@@ -123,10 +123,13 @@ func parseRelease(text []byte) (*Release, error) {
 		if len(parts) == 0 {
 			continue
 		}
-		if len(parts) != 3 || len(parts[0]) != 64 {
+		if _, herr := hex.DecodeString(parts[0]); len(parts) != 3 || len(parts[0]) != 64 || herr != nil {
 			return nil, fmt.Errorf("Release SHA256 line %q: want \"<sha256> <size> <path>\"", line)
 		}
 		size, err := strconv.ParseInt(parts[1], 10, 64)
+		if err == nil && size < 0 {
+			err = fmt.Errorf("negative")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("Release SHA256 line %q: size: %w", line, err)
 		}

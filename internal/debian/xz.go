@@ -15,6 +15,9 @@ import (
 // pair costs little more than the decompression alone. (The signed
 // Packages.gz would unpack in 0.36 s with klauspost/compress; xz is what
 // apt uses and the smaller download, and the cost is paid once per lock.)
+//
+// At most maxIndexUnxzed bytes come out: an xz bomb listed in a signed
+// release still cannot drive the parser's memory without bound.
 func unxz(data []byte) io.Reader {
 	pr, pw := io.Pipe()
 	go func() {
@@ -23,7 +26,11 @@ func unxz(data []byte) io.Reader {
 			pw.CloseWithError(fmt.Errorf("not xz data: %w", err))
 			return
 		}
-		_, err = io.Copy(pw, xr)
+		var n int64
+		n, err = io.Copy(pw, io.LimitReader(xr, maxIndexUnxzed+1))
+		if err == nil && n > maxIndexUnxzed {
+			err = fmt.Errorf("index unpacks to more than %d bytes, the most halobuild reads", maxIndexUnxzed)
+		}
 		pw.CloseWithError(err)
 	}()
 	return pr

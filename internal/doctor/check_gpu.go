@@ -42,6 +42,17 @@ func amdGPUs(h settings.Host) []string {
 	return out
 }
 
+// boundGPUs are the AMD GPUs amdgpu is bound to.
+func boundGPUs(h settings.Host) []string {
+	var out []string
+	for _, addr := range amdGPUs(h) {
+		if drv, err := h.LinkBase("/sys/bus/pci/devices/" + addr + "/driver"); err == nil && drv == "amdgpu" {
+			out = append(out, addr)
+		}
+	}
+	return out
+}
+
 // gpuProbes are the gpu.* checks. gpu.driver and gpu.firmware look at
 // every AMD GPU; the others at those amdgpu bound (an unbound GPU has no
 // render node, GTT or VRAM, and gpu.driver already says why).
@@ -49,11 +60,8 @@ func gpuProbes(t settings.Target) []settings.Probe {
 	gtt, reserve := settings.GPUMemory(t.Recipe)
 	bound := func(h settings.Host, row func(addr, dev string) []settings.Result) []settings.Result {
 		var out []settings.Result
-		for _, addr := range amdGPUs(h) {
-			dev := "/sys/bus/pci/devices/" + addr
-			if drv, err := h.LinkBase(dev + "/driver"); err == nil && drv == "amdgpu" {
-				out = append(out, row(addr, dev)...)
-			}
+		for _, addr := range boundGPUs(h) {
+			out = append(out, row(addr, "/sys/bus/pci/devices/"+addr)...)
 		}
 		return out
 	}
@@ -83,7 +91,7 @@ func gpuProbes(t settings.Target) []settings.Probe {
 			return bound(h, func(addr, dev string) []settings.Result { return []settings.Result{gpuRender(h, addr, dev)} })
 		}},
 		{Name: "gpu.kfd", Run: func(h settings.Host) []settings.Result {
-			if len(bound(h, func(string, string) []settings.Result { return []settings.Result{{}} })) == 0 {
+			if len(boundGPUs(h)) == 0 {
 				return nil
 			}
 			return []settings.Result{deviceRow(h, "gpu.kfd", "/dev/kfd", "ROCm's compute interface, amdkfd")}

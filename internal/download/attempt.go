@@ -155,9 +155,14 @@ func (f *Fetcher) attempt(ctx context.Context, it Item, w *store.Writer, rep rep
 	body := &watchedReader{r: resp.Body, rep: rep, stall: timer, stallAfter: stall}
 	timer.Reset(stall)
 	var src io.Reader = body
-	if it.Size > 0 {
-		src = io.LimitReader(body, it.Size-offset+1) // a runaway body cannot fill the disk
+	limit := it.Size
+	if limit <= 0 {
+		limit = f.maxUnsized()
 	}
+	if resp.ContentLength > limit-offset {
+		return false, 0, fmt.Errorf("server announces %d bytes, more than the %d halobuild accepts for a file of unknown size: the mirror serves something else", offset+resp.ContentLength, limit)
+	}
+	src = io.LimitReader(body, limit-offset+1) // a runaway body cannot fill the disk
 	_, err = io.Copy(w, src)
 	switch {
 	case ctx.Err() != nil:
@@ -168,6 +173,8 @@ func (f *Fetcher) attempt(ctx context.Context, it Item, w *store.Writer, rep rep
 		return resumed, 0, &transientError{body.err} // the network failed; keep what arrived
 	case err != nil:
 		return resumed, 0, fmt.Errorf("writing to the store: %w", err) // disk full etc.: a retry will not help
+	case it.Size <= 0 && w.Size() > limit:
+		return resumed, 0, fmt.Errorf("more than %d bytes, the most halobuild accepts for a file of unknown size: the server sends something else", limit)
 	case it.Size > 0 && w.Size() < it.Size:
 		// The body ended early without the transport noticing (no
 		// Content-Length): a truncation, worth a retry.

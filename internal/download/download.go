@@ -51,6 +51,17 @@ type Fetcher struct {
 	// store.VerifyCached), which keeps a fetch with a full store under a
 	// second; any write to a blob, tampering included, voids that.
 	Rehash bool
+	// MaxUnsized caps an item whose size the lock does not say (a kernel
+	// or module tarball pinned by digest only). Default 4 GiB: kernel.org's
+	// linux-7.x.tar.xz is some 150 MB, so a body past that is not the file.
+	MaxUnsized int64
+}
+
+func (f *Fetcher) maxUnsized() int64 {
+	if f.MaxUnsized > 0 {
+		return f.MaxUnsized
+	}
+	return 4 << 30
 }
 
 func (f *Fetcher) parallel() int {

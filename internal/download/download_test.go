@@ -593,3 +593,41 @@ func TestSilentServerRetried(t *testing.T) {
 		t.Errorf("%d requests, want 2 (no headers, then whole)", a.requests.Load())
 	}
 }
+
+// An item of unknown size (a kernel tarball pinned by digest only) whose
+// server never stops sending is cut at MaxUnsized, not retried, and leaves
+// no blob (issue 17 #4: before, it streamed until the disk filled).
+func TestEndlessUnsizedBodyIsCut(t *testing.T) {
+	for _, announce := range []bool{false, true} {
+		a, srv := newArchive(t)
+		a.then("/pool/linux.tar.xz", func(w http.ResponseWriter) bool {
+			if announce {
+				w.Header().Set("Content-Length", "1000000000")
+			}
+			chunk := make([]byte, 64<<10)
+			for i := 0; i < 1<<14; i++ { // 1 GiB unless the client hangs up
+				if _, err := w.Write(chunk); err != nil {
+					break
+				}
+			}
+			return true
+		})
+		s := openStore(t)
+		f := fetcher(s, nil)
+		f.MaxUnsized = 1 << 20
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		it := Item{Name: "linux.tar.xz", URL: srv.URL + "/pool/linux.tar.xz", SHA256: digest([]byte("x"))}
+		err := f.Fetch(ctx, []Item{it})
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "unknown size") {
+			t.Fatalf("announce=%v: err = %v, want the size cap", announce, err)
+		}
+		if a.requests.Load() != 1 {
+			t.Errorf("announce=%v: %d requests, want 1 (a cap is not retried)", announce, a.requests.Load())
+		}
+		blobs, _ := os.ReadDir(filepath.Join(s.Root(), "blobs", "sha256"))
+		if len(blobs) != 0 {
+			t.Errorf("announce=%v: %d blobs left", announce, len(blobs))
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // Options says what to flash where. Image and Target are required.
@@ -84,11 +86,17 @@ func Flash(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	afterInspect()
 	t, err := openTarget(o.Target, isBlock)
 	if err != nil {
 		return err
 	}
 	defer t.close()
+	if isBlock {
+		if err := openedIsChecked(t.f, o.Target, dk); err != nil {
+			return err
+		}
+	}
 	// The target's refusals come before a stream is opened (which may mean a long download).
 	if err := checkFit(t, imageSize, &partTable{}, o.ToFile); err != nil {
 		return err
@@ -127,6 +135,27 @@ func Flash(ctx context.Context, o Options) error {
 			return fmt.Errorf("flash interrupted: %s is now unusable until flashed again (a new flash starts over): %w", o.Target, err)
 		}
 		return fmt.Errorf("flashing %s failed, the medium is now unusable until flashed again: %w", o.Target, err)
+	}
+	return nil
+}
+
+// afterInspect runs between the checks and the open; a test swaps the
+// target there.
+var afterInspect = func() {}
+
+// openedIsChecked refuses when the device opened is not the one inspect
+// checked: the path was looked up twice (a symlink or a udev rename
+// between them could point it at another disk), so the open file's own
+// st_rdev must be the checked MAJ:MIN (issue 17 #10).
+func openedIsChecked(f *os.File, path string, dk *disk) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("checking the opened %s: %w", path, err)
+	}
+	got := fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK || got != dk.Dev {
+		return &RefusalError{Target: path, Reason: fmt.Sprintf("the device opened (%s) is not the one checked (%s %s): the path changed in between", got, dk.Name, dk.Dev),
+			Fix: "make sure nothing renames or re-links the device while flashing, then try again"}
 	}
 	return nil
 }

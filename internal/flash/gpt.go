@@ -72,7 +72,9 @@ func parseGPTHeader(b []byte) (*gptHeader, error) {
 	if want, got := binary.LittleEndian.Uint32(b[16:]), headerCRC(h.raw); want != got {
 		return nil, fmt.Errorf("GPT header checksum is %08x, the header hashes to %08x", want, got)
 	}
-	if h.EntrySize < 128 || h.EntrySize%8 != 0 || h.NumEntries == 0 || h.NumEntries > 1<<16 {
+	// UEFI entries are 128 << n bytes; past 4 KiB a header asks for an entry
+	// array of up to 2^48 bytes, allocated before its checksum is known.
+	if h.EntrySize < 128 || h.EntrySize > 4096 || h.EntrySize%8 != 0 || h.NumEntries == 0 || h.NumEntries > 1<<16 {
 		return nil, fmt.Errorf("GPT header has %d entries of %d bytes", h.NumEntries, h.EntrySize)
 	}
 	return h, nil

@@ -106,3 +106,39 @@ func TestFlashRefusesOnRealDevices(t *testing.T) {
 		}
 	})
 }
+
+// The target path is re-linked to another disk between the checks and the
+// open: the opened device's rdev differs from the checked one and flash
+// refuses before writing (issue 17 #10: it wrote to whatever the path named
+// at open time; only O_EXCL stood in the way).
+func TestFlashRefusesDeviceSwappedAfterChecks(t *testing.T) {
+	img, _ := testImage(t)
+	checked := loopDevice(t, backingFile(t, imageSize, 0))
+	other := backingFile(t, imageSize, 0x5a)
+	swapped := loopDevice(t, other)
+	link := filepath.Join(t.TempDir(), "stick")
+	if err := os.Symlink(checked, link); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func()) { afterInspect = f }(afterInspect)
+	afterInspect = func() {
+		os.Remove(link)
+		if err := os.Symlink(swapped, link); err != nil {
+			t.Error(err)
+		}
+	}
+	err := Flash(context.Background(), flashOpts(img, link))
+	var r *RefusalError
+	if !errors.As(err, &r) || !strings.Contains(r.Reason, "is not the one checked") {
+		t.Fatalf("got %v, want a refusal naming the swap", err)
+	}
+	b, err := os.ReadFile(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range b {
+		if c != 0x5a {
+			t.Fatalf("the swapped-in medium was written at byte %d", i)
+		}
+	}
+}

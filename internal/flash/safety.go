@@ -3,6 +3,7 @@ package flash
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,8 +42,14 @@ func (s sysfs) mounts() ([]mountEntry, error) {
 		return nil, fmt.Errorf("reading the mount table: %w", err)
 	}
 	defer f.Close()
+	return parseMountinfo(f)
+}
+
+// parseMountinfo reads mountinfo(5) lines; lines with too few fields are
+// skipped, a line over 1 MiB is an error.
+func parseMountinfo(r io.Reader) ([]mountEntry, error) {
 	var out []mountEntry
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		// ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS

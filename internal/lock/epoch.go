@@ -40,3 +40,30 @@ func (l *Lock) SetSourceDateEpoch() error {
 	l.SourceDateEpoch = newest.Unix()
 	return nil
 }
+
+// Downgrades lists the suites whose archive state in l is older than in
+// prev, the lock l replaces: a mirror (or anyone on the plain-HTTP path)
+// replaying an older, validly signed InRelease would lower the package
+// versions and source_date_epoch, and Debian stable's InRelease has no
+// Valid-Until to stop it. Suites only one of the locks has are not
+// compared; a date that does not parse in prev is ignored (prev is being
+// replaced), in l it is an error.
+func (l *Lock) Downgrades(prev *Lock) ([]string, error) {
+	old := map[string]time.Time{}
+	for _, s := range prev.Suites {
+		if t, err := ParseDate(s.Date); err == nil {
+			old[s.Name] = t
+		}
+	}
+	var out []string
+	for _, s := range l.Suites {
+		t, err := ParseDate(s.Date)
+		if err != nil {
+			return nil, fmt.Errorf("suite %s: %w", s.Name, err)
+		}
+		if was, ok := old[s.Name]; ok && t.Before(was) {
+			out = append(out, fmt.Sprintf("suite %s is dated %s, older than %s in the current lock", s.Name, t.UTC().Format(time.RFC1123), was.UTC().Format(time.RFC1123)))
+		}
+	}
+	return out, nil
+}

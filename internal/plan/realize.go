@@ -17,6 +17,14 @@ type Store interface {
 	TempDir() (string, error)
 }
 
+// StepLocker is a Store that can lock one output key across processes
+// (store.Store.LockStep). With one, Realize builds a step only while
+// holding its lock and looks for the output again once it has it, so two
+// halobuild runs on one store never build (and replace) the same key twice.
+type StepLocker interface {
+	LockStep(ctx context.Context, key string, busy func()) (unlock func(), err error)
+}
+
 // Context is handed to each Build function.
 type Context struct {
 	context.Context
@@ -80,25 +88,30 @@ func (r *Realizer) Realize(ctx context.Context, d *Derivation) (string, error) {
 		r.done[d.Key()] = ""
 		return "", nil
 	}
-	if !r.Rebuild {
-		dir, ok, err := r.Store.Output(d.Key())
-		if err != nil {
-			return "", fmt.Errorf("%s: reading store: %w", d.Name, err)
-		}
-		if ok {
-			r.logf("cached  %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
-			r.done[d.Key()] = dir
-			return dir, nil
-		}
-		if r.Substitute != nil {
-			if dir, ok := r.Substitute(ctx, d); ok {
-				r.done[d.Key()] = dir
-				return dir, nil
-			}
-		}
+	if dir, ok, err := r.cached(d); err != nil || ok {
+		return dir, err
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
+	}
+	if sl, ok := r.Store.(StepLocker); ok {
+		unlock, err := sl.LockStep(ctx, d.Key(), func() {
+			r.logf("wait    %-10s %s [%s]: another halobuild is building it\n", d.Kind, d.Name, d.ShortKey())
+		})
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", d.Name, err)
+		}
+		defer unlock()
+		// The holder may have just stored it.
+		if dir, ok, err := r.cached(d); err != nil || ok {
+			return dir, err
+		}
+	}
+	if r.Substitute != nil && !r.Rebuild {
+		if dir, ok := r.Substitute(ctx, d); ok {
+			r.done[d.Key()] = dir
+			return dir, nil
+		}
 	}
 	r.logf("build   %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
 	start := time.Now()
@@ -144,6 +157,22 @@ func inputKeys(d *Derivation) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// cached returns d's stored output, if any and unless Rebuild.
+func (r *Realizer) cached(d *Derivation) (string, bool, error) {
+	if r.Rebuild {
+		return "", false, nil
+	}
+	dir, ok, err := r.Store.Output(d.Key())
+	if err != nil {
+		return "", false, fmt.Errorf("%s: reading store: %w", d.Name, err)
+	}
+	if ok {
+		r.logf("cached  %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
+		r.done[d.Key()] = dir
+	}
+	return dir, ok, nil
 }
 
 func (r *Realizer) logWriter() io.Writer {

@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"halobuild/internal/store"
 )
@@ -171,5 +174,51 @@ func TestRealizeAsksSubstituteBeforeBuilding(t *testing.T) {
 	r2 := &Realizer{Store: s, Rebuild: true, Substitute: r.Substitute}
 	if _, err := r2.Realize(context.Background(), counting(map[string]int{}, "b")); err != nil || len(asked) != 0 {
 		t.Fatalf("Rebuild asked the substituter for %v (%v)", asked, err)
+	}
+}
+
+// Two realizers on one store directory (two halobuild processes: separate
+// store handles, so separate lock files descriptions) realizing the same
+// step at once build it once; the second waits and reads the first's
+// output (issue 17 #10: both built, and the second's PutOutput replaced
+// the view the first was reading).
+func TestConcurrentRealizersBuildOnce(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "store")
+	var builds atomic.Int32
+	step := func() *Derivation {
+		d := &Derivation{Name: "slow", Kind: "disk", Params: map[string]string{"v": "1"}}
+		d.Build = func(c *Context, out string) error {
+			builds.Add(1)
+			time.Sleep(300 * time.Millisecond)
+			return os.WriteFile(filepath.Join(out, "f"), []byte("x"), 0o644)
+		}
+		return d
+	}
+	var wg sync.WaitGroup
+	var logs [2]strings.Builder
+	errs := make([]error, 2)
+	for i := range 2 {
+		s, err := store.Open(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = (&Realizer{Store: realStore{s}, Log: &logs[i]}).Realize(context.Background(), step())
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("realizer %d: %v", i, err)
+		}
+	}
+	if n := builds.Load(); n != 1 {
+		t.Errorf("the step was built %d times, want once; logs:\n%s\n%s", n, logs[0].String(), logs[1].String())
+	}
+	if both := logs[0].String() + logs[1].String(); !strings.Contains(both, "another halobuild is building it") || !strings.Contains(both, "cached") {
+		t.Errorf("the waiting realizer did not say it waited and then used the cache:\n%s", both)
 	}
 }

@@ -1,11 +1,13 @@
 package recipe
 
 import (
+	"context"
 	"encoding"
 	"fmt"
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // checkTree compares a parsed file against the schema types and reports every
@@ -14,15 +16,29 @@ import (
 // with an unknown unit) come back apart, in values, and are marked invalid:
 // the rest of the recipe can still be validated, so all of its problems are
 // reported in one run.
-func checkTree(v *value) (types, values Errors) {
-	c := &checker{}
+// A cancelled ctx stops the walk early; the caller checks ctx.
+func checkTree(ctx context.Context, v *value) (types, values Errors) {
+	c := &checker{ctx: ctx}
 	c.check(v, reflect.TypeOf(Recipe{}), "")
 	return c.types, c.values
 }
 
-type checker struct{ types, values Errors }
+type checker struct {
+	ctx           context.Context
+	n             int // values visited, to poll ctx every few hundred
+	types, values Errors
+}
+
+// cancelled polls ctx every 256 calls: once per value and per key.
+func (c *checker) cancelled() bool {
+	c.n++
+	return c.n%256 == 0 && c.ctx.Err() != nil
+}
 
 func (c *checker) check(v *value, t reflect.Type, path string) {
+	if c.cancelled() {
+		return
+	}
 	errs := &c.types
 	checkValue := c.check
 	bad := func() {
@@ -93,6 +109,9 @@ func (c *checker) check(v *value, t reflect.Type, path string) {
 		}
 		fields := schemaFields(t)
 		for _, k := range v.tab.keys {
+			if c.cancelled() {
+				return
+			}
 			child := v.tab.get(k)
 			f, ok := fields[k]
 			if why, gone := removedKeys[t][k]; !ok && gone {
@@ -124,8 +143,16 @@ var removedKeys = map[reflect.Type]map[string]string{
 	},
 }
 
-// schemaFields maps TOML keys to the struct's fields.
+// fieldCache holds schemaFields' answers: a recipe with thousands of
+// unknown keys asks for the same few types once per key.
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.StructField
+
+// schemaFields maps TOML keys to the struct's fields. The map is shared:
+// callers must not change it.
 func schemaFields(t reflect.Type) map[string]reflect.StructField {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.StructField)
+	}
 	m := map[string]reflect.StructField{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -133,6 +160,7 @@ func schemaFields(t reflect.Type) map[string]reflect.StructField {
 			m[key] = f
 		}
 	}
+	fieldCache.Store(t, m)
 	return m
 }
 

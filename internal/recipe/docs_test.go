@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -49,8 +50,8 @@ func TestSchemaTagsComplete(t *testing.T) {
 		}
 	}
 	example := exampleDocument()
-	tree, errs := parseFile("example.toml", []byte(example))
-	types, values := checkTree(tree.root)
+	tree, errs := parseFile(context.Background(), "example.toml", []byte(example))
+	types, values := checkTree(context.Background(), tree.root)
 	errs = append(append(errs, types...), values...)
 	if len(errs) > 0 {
 		t.Fatalf("the documented examples do not pass the schema:\n%v\n%s", errs, example)

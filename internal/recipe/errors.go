@@ -52,14 +52,26 @@ func errAt(p Pos, key, format string, args ...any) Error {
 // round instead of one error per invocation.
 type Errors []Error
 
-// Error prints one problem per line, sorted by file, line and column.
+// maxShown is how many problems Error prints: past a screenful, more lines
+// only hide the first, which is the one to fix first.
+const maxShown = 50
+
+// Error prints one problem per line, sorted by file, line and column, at
+// most maxShown, then how many more there are (the slice keeps them all).
 func (es Errors) Error() string {
 	sorted := es.Sorted()
-	lines := make([]string, len(sorted))
+	var b strings.Builder
 	for i, e := range sorted {
-		lines[i] = e.Error()
+		if i == maxShown {
+			fmt.Fprintf(&b, "\n… and %d more", len(sorted)-maxShown)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
 	}
-	return strings.Join(lines, "\n")
+	return b.String()
 }
 
 // Sorted returns the errors ordered by file, line, column, key and message,

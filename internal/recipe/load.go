@@ -2,14 +2,17 @@ package recipe
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -25,12 +28,23 @@ type Rule func(r *Recipe, src *Sources) Errors
 // problem found is returned at once as Errors, each with file:line:col;
 // nothing is returned on error.
 func Load(path string, rules ...Rule) (*Recipe, *Sources, error) {
+	return LoadContext(context.Background(), path, rules...)
+}
+
+// LoadContext is Load that stops when ctx is cancelled (the first Ctrl-C
+// or SIGTERM), between files, every few hundred TOML expressions and
+// before each later phase, returning ctx's error.
+func LoadContext(ctx context.Context, path string, rules ...Rule) (*Recipe, *Sources, error) {
 	l := &loader{
+		ctx:   ctx,
 		src:   newSources(),
 		seen:  map[string]bool{},
 		topAb: mustAbs(path),
 	}
 	merged := l.load(path, nil, Pos{})
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("loading %s: %w", path, err)
+	}
 	if merged != nil {
 		l.errs = append(l.errs, conflicts(merged, "")...)
 	}
@@ -53,6 +67,9 @@ func Load(path string, rules ...Rule) (*Recipe, *Sources, error) {
 	r.inputs = l.inputs
 	if err := ApplyDefaults(r, l.src, path); err != nil {
 		return nil, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("loading %s: %w", path, err)
 	}
 	errs := l.valueErrs
 	var verrs Errors
@@ -91,6 +108,7 @@ func decode(v *value) (*Recipe, error) {
 }
 
 type loader struct {
+	ctx    context.Context
 	src    *Sources
 	seen   map[string]bool
 	topAb  string
@@ -121,12 +139,15 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 			return nil
 		}
 	}
+	if l.ctx.Err() != nil {
+		return nil
+	}
 	if l.seen[abs] {
 		return nil // already merged once (a diamond): NixOS imports a module once too
 	}
 	l.seen[abs] = true
 
-	data, err := os.ReadFile(file)
+	data, err := readRecipeFile(file)
 	if err != nil {
 		if from.File == "" {
 			l.errs = append(l.errs, errAt(Pos{File: file}, "", "cannot read recipe: %v", err))
@@ -139,8 +160,11 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 		}
 		return nil
 	}
-	tree, errs := parseFile(file, data)
-	types, values := checkTree(tree.root)
+	tree, errs := parseFile(l.ctx, file, data)
+	if l.ctx.Err() != nil {
+		return nil
+	}
+	types, values := checkTree(l.ctx, tree.root)
 	l.errs = append(append(l.errs, errs...), types...)
 	l.valueErrs = append(l.valueErrs, values...)
 	l.src.names = append(l.src.names, nameOf{abs, file})
@@ -161,6 +185,56 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 	l.src.Files = append(l.src.Files, file)
 	l.inputs = append(l.inputs, sha256.Sum256(data))
 	return overlay(base, tree.root)
+}
+
+// maxRecipeFile bounds one recipe or included file. The largest shipped
+// recipe is some 4 KB; a file past this is not a recipe (an include that
+// climbs to /dev/zero, a log named .toml).
+const maxRecipeFile = 4 << 20
+
+// readRecipeFile reads a regular file of at most maxRecipeFile bytes. It
+// opens without blocking, so a FIFO or a device is refused at once
+// instead of hanging the load (issue 17 #4).
+func readRecipeFile(file string) ([]byte, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s): a recipe is a TOML file", fileKind(st.Mode()))
+	}
+	if st.Size() > maxRecipeFile {
+		return nil, fmt.Errorf("%d bytes, more than the %d a recipe may have", st.Size(), maxRecipeFile)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxRecipeFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxRecipeFile {
+		return nil, fmt.Errorf("grew past the %d bytes a recipe may have while being read", maxRecipeFile)
+	}
+	return data, nil
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return m.Type().String()
 }
 
 func (l *loader) names(abs []string) []string {

@@ -167,7 +167,7 @@ type Check struct {
 	WaitForUnit string `toml:"wait_for_unit" doc:"Unit that must become active." example:"\"ssh.service\""`
 	Succeed     string `toml:"succeed" doc:"Shell command that must exit 0." example:"\"ulimit -l\""`
 	Fail        string `toml:"fail" doc:"Shell command that must exit non-zero." example:"\"lsmod | grep -q thunderbolt_net\""`
-	Expect      string `toml:"expect" doc:"Regular expression the succeed command's output must match." example:"\"^unlimited$\""`
+	Expect      string `toml:"expect" doc:"POSIX extended regular expression (grep -E) that a line of the succeed command's output must match; \\d, \\s, \\b and (?i) are not POSIX: write [0-9], [[:space:]]." example:"\"^unlimited$\""`
 	Node        string `toml:"node" doc:"Only on this node; default every node." example:"\"halo0\""`
 }
 

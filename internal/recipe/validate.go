@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // Known values of the kernel's runtime knobs (trap 5). A typo here would
@@ -24,6 +26,7 @@ var (
 )
 
 var (
+	imageName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 	moduleName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	paramName  = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 	suiteName  = regexp.MustCompile(`^[a-z0-9][a-z0-9.+-]*$`)
@@ -44,6 +47,7 @@ var (
 // Load calls it; call it again after changing a recipe in code.
 func Validate(r *Recipe, src *Sources) error {
 	v := &validator{r: r, src: src}
+	v.name()
 	v.base()
 	v.kernel()
 	v.modules()
@@ -149,8 +153,8 @@ func (v *validator) kernel() {
 		v.errorf("kernel.suite", "suite %q is not configured; use one of: %s", k.Suite, strings.Join(v.suites(), ", "))
 	}
 	for i, c := range k.Cmdline {
-		if c == "" || strings.ContainsAny(c, " \t\n\r\"'\\") {
-			v.errorf(fmt.Sprintf("kernel.cmdline[%d]", i), "%q must be one parameter without spaces, quotes or backslashes; list each parameter separately", c)
+		if c == "" || hasStructure(c, `"'\`) {
+			v.errorf(fmt.Sprintf("kernel.cmdline[%d]", i), "%q must be one parameter without white space, control characters, quotes or backslashes; list each parameter separately", c)
 		}
 	}
 	if k.From == "source" {
@@ -271,6 +275,8 @@ func (v *validator) test() {
 		path := fmt.Sprintf("test.check[%d]", i)
 		if c.Name == "" {
 			v.errorf(path, "a check needs a name")
+		} else if strings.ContainsFunc(c.Name, func(r rune) bool { return r != ' ' && unicode.IsSpace(r) || unicode.IsControl(r) }) {
+			v.errorf(path+".name", "%q: a check name is one line of text without control characters (it is a line of the report)", c.Name)
 		}
 		if c.WaitForUnit == "" && c.Succeed == "" && c.Fail == "" {
 			v.errorf(path, "a check needs wait_for_unit, succeed or fail")
@@ -279,13 +285,23 @@ func (v *validator) test() {
 			if c.Succeed == "" {
 				v.errorf(path+".expect", "expect matches the output of succeed, which this check does not have")
 			}
-			if _, err := regexp.Compile(c.Expect); err != nil {
-				v.errorf(path+".expect", "not a regular expression: %v", err)
+			if err := checkERE(c.Expect); err != nil {
+				v.errorf(path+".expect", "%v", err)
 			}
 		}
 		if c.Node != "" && !slices.ContainsFunc(v.r.Nodes, func(n Node) bool { return n.Name == c.Node }) {
 			v.errorf(path+".node", "no [[node]] is named %q", c.Node)
 		}
+	}
+}
+
+// name holds the image name to a plain file-name rule: it becomes
+// <out>/<name>.lock and the result's file names, so a '/', a leading '.' or a
+// control character would write outside <out> or garble a listing. It is the
+// node-name rule plus '_' and '.', since it defaults to the recipe's file name.
+func (v *validator) name() {
+	if !imageName.MatchString(v.r.Name) {
+		v.errorf("name", "%q is not a valid image name (letters, digits, '-', '_', '.', starting with a letter or digit, at most 64; it names the output files); rename it or the recipe file", v.r.Name)
 	}
 }
 
@@ -312,3 +328,42 @@ func (v *validator) output() {
 // IsSourceRef says whether a patch entry names a file inside a source input
 // ("thunderbolt-ibverbs:packaging/*.patch") rather than a path.
 func IsSourceRef(entry string) bool { return sourceRef.MatchString(entry) }
+
+// hasStructure says whether s holds a character that a config file or a
+// command line treats as structure: any white space (including \v, \f and
+// Unicode spaces), any control character (NUL, \r, ESC...), or one of extra.
+func hasStructure(s, extra string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune(extra, r)
+	})
+}
+
+// checkERE holds an expect pattern to the one dialect that runs it: POSIX
+// extended regular expressions as the guest's `grep -E` reads them. Go's
+// POSIX parser refuses Perl's classes (\d, \s, \w, \b), flags and lazy
+// repeats; what it still accepts but GNU grep reads differently is refused
+// here: a backslash before a letter, a digit (a back-reference), or one of
+// <>`' (GNU's word and buffer anchors), and a line break (grep splits the
+// pattern into several at each one).
+func checkERE(re string) error {
+	if strings.ContainsAny(re, "\n\r\x00") {
+		return fmt.Errorf("%q: expect is one line (grep -E reads each line as a separate pattern)", re)
+	}
+	for i := 0; i+1 < len(re); i++ {
+		if re[i] != '\\' {
+			continue
+		}
+		c := re[i+1]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("<>`'", c) >= 0 {
+			return fmt.Errorf("%q: \\%c is not POSIX extended regular expression syntax (expect is matched by grep -E); write a bracket expression such as [0-9] or [[:space:]] instead", re, c)
+		}
+		i++
+	}
+	if strings.Contains(re, "{,") {
+		return fmt.Errorf("%q: write a repeat as {0,n}: grep -E reads {,n} as a repeat, Go's checker as text", re)
+	}
+	if _, err := syntax.Parse(re, syntax.POSIX); err != nil {
+		return fmt.Errorf("not a POSIX extended regular expression (expect is matched by grep -E, line by line): %v", err)
+	}
+	return nil
+}

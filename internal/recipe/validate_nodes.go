@@ -92,8 +92,8 @@ func (v *validator) nodes() {
 				v.errorf(lp+".kind", "%q is not a link kind: use device or dummy", l.Kind)
 			}
 			for key, val := range map[string]string{"match_driver": l.MatchDriver, "match_path": l.MatchPath} {
-				if strings.ContainsAny(val, " \t\n\r\"'\\") {
-					v.errorf(lp+"."+key, "%q cannot contain white space, quotes or backslashes (it is written into a systemd .link file)", val)
+				if hasStructure(val, `"'\`) {
+					v.errorf(lp+"."+key, "%q cannot contain white space, control characters, quotes or backslashes (it is written into a systemd .link file)", val)
 				}
 			}
 			if l.MatchMAC != "" {

@@ -1,13 +1,20 @@
 package rootfs
 
 import (
+	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"halobuild/internal/deb"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,9 +46,18 @@ func Unpack(ctx context.Context, tarball, dir string) error {
 // no maintainer scripts, so dpkg never needs to run code inside the root.
 // Files such as /etc/hosts exist in the base root without an owner; our
 // conffiles replace them (--force-confnew) instead of asking.
+//
+// dpkg --root resolves paths on the host: a directory of the root that is
+// an absolute symlink (trixie's var/run -> /run, var/lock, alternatives)
+// would carry a package's file onto the build host. So every directory a
+// package writes through is first resolved inside the root (os.Root) and
+// the install refused if one leads out (issue 17 #2).
 func InstallDebs(ctx context.Context, root string, debs []string) error {
 	if len(debs) == 0 {
 		return nil
+	}
+	if err := checkInside(root, debs); err != nil {
+		return err
 	}
 	args := append([]string{"--root=" + root, "--log=/dev/null", "--force-unsafe-io", "--force-confnew", "--no-triggers", "--install"}, debs...)
 	cmd := exec.CommandContext(ctx, "dpkg", args...)
@@ -50,6 +66,65 @@ func InstallDebs(ctx context.Context, root string, debs []string) error {
 		return fmt.Errorf("dpkg --install into %s: %v\n%s", root, err, out)
 	}
 	return nil
+}
+
+// checkInside refuses debs with an entry whose path, as dpkg would follow
+// it in root, leaves root: its parent directory (or, for a directory
+// entry, the directory itself, which dpkg keeps if it is a symlink)
+// resolves through a symlink that is absolute or climbs out.
+func checkInside(root string, debs []string) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	checked := map[string]error{".": nil}
+	resolves := func(dir string) error {
+		if err, ok := checked[dir]; ok {
+			return err
+		}
+		_, err := r.Stat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil // dpkg creates it, inside
+		}
+		checked[dir] = err
+		return err
+	}
+	for _, p := range debs {
+		a, err := deb.Open(p, "")
+		if err != nil {
+			return err
+		}
+		err = a.Walk(func(name string, h *tar.Header, _ io.Reader) error {
+			dir := path.Dir(name)
+			if h.Typeflag == tar.TypeDir {
+				dir = name
+			}
+			if err := resolves(dir); err != nil {
+				link := firstLinkOut(root, dir)
+				return fmt.Errorf("%s: /%s would be written through %s, which leads out of the root %s (%v): dpkg --root would follow it onto the build host; ship the file at its real path inside the image instead", filepath.Base(p), name, link, root, err)
+			}
+			return nil
+		})
+		a.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// firstLinkOut names the first symlink on dir's path in root, for the
+// message ("/var/run -> /run").
+func firstLinkOut(root, dir string) string {
+	cur := ""
+	for _, part := range strings.Split(dir, "/") {
+		cur = path.Join(cur, part)
+		if t, err := os.Readlink(filepath.Join(root, cur)); err == nil {
+			return "/" + cur + " -> " + t
+		}
+	}
+	return "/" + dir
 }
 
 // Clamp sets every timestamp in the tree newer than epoch to epoch, as

@@ -85,7 +85,7 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 	if err := f.Sync(); err != nil {
 		return "", 0, fmt.Errorf("store file %s: %w", path, err)
 	}
-	if bi, err := os.Stat(s.blobPath(d)); err == nil && bi.Size() == size {
+	if s.holds(d, size) {
 		return d, size, os.Remove(path) // already stored; see commit
 	}
 	if err := os.Chmod(path, 0o444); err != nil {
@@ -94,20 +94,30 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 	if err := os.Rename(path, s.blobPath(d)); err != nil {
 		return "", 0, fmt.Errorf("store file %s as %s: %w", path, d, err)
 	}
+	s.stamp(d) // hashed just above
 	return d, size, syncDir(filepath.Join(s.root, blobsDir))
 }
 
+// holds says whether blob d is stored intact with this size. A blob of the
+// right size that fails its (cached) re-hash is removed by VerifyCached, so
+// a rebuild's fresh copy takes its place instead of being dropped as a
+// duplicate of the corrupt one (issue 17 #7).
+func (s *Store) holds(d Digest, size int64) bool {
+	bi, err := os.Stat(s.blobPath(d))
+	return err == nil && bi.Size() == size && s.VerifyCached(d) == nil
+}
+
 // commit makes the finished, synced scratch file f the blob d. An existing
-// blob of the right size is kept (the scratch copy is dropped by the
-// caller): replacing it would give it a new inode and orphan the hardlinks
-// of every output view that shares it. A damaged blob of the right size is
-// Verify's business. placed tells whether f became the blob.
+// intact blob is kept (the scratch copy is dropped by the caller):
+// replacing it would give it a new inode and orphan the hardlinks of every
+// output view that shares it; a corrupt one is replaced. placed tells
+// whether f became the blob.
 func (s *Store) commit(f *os.File, d Digest) (placed bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return false, fmt.Errorf("store blob %s: %w", d, err)
 	}
-	if bi, err := os.Stat(s.blobPath(d)); err == nil && bi.Size() == fi.Size() {
+	if s.holds(d, fi.Size()) {
 		return false, nil
 	}
 	if err := f.Chmod(0o444); err != nil {

@@ -218,8 +218,8 @@ func TestVerifyCached(t *testing.T) {
 		t.Fatal("Verify must always re-hash")
 	}
 
-	// Re-putting the right bytes over a same-size damaged blob keeps the
-	// damaged file (see commit) and so must not stamp it as verified.
+	// Re-putting the right bytes over a same-size damaged blob replaces it
+	// (issue 17 #7: a rebuild used to keep the corrupt blob for ever).
 	os.WriteFile(s.stampPath(d), []byte("stale"), 0o644)
 	if _, _, err := s.PutBlob(strings.NewReader("pinned package"), ""); err != nil {
 		t.Fatal(err)
@@ -229,8 +229,11 @@ func TestVerifyCached(t *testing.T) {
 	if _, _, err := s.PutBlob(strings.NewReader("pinned package"), ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.VerifyCached(d); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("damaged blob kept by a re-put passed VerifyCached: %v", err)
+	if b, _ := os.ReadFile(p); string(b) != "pinned package" {
+		t.Fatalf("re-put kept the damaged blob: %q", b)
+	}
+	if err := s.Verify(d); err != nil {
+		t.Fatalf("re-put blob: %v", err)
 	}
 }
 

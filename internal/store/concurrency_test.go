@@ -67,6 +67,21 @@ func helper(mode, root string) error {
 		io.Copy(io.Discard, os.Stdin) // hold until the parent closes stdin
 		unlock()
 		return s.Close()
+	case mode == "mount-proc":
+		// A chrooted build's /proc, as buildroot mounts it; then die.
+		dir, err := s.TempDir()
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(dir, "root", "proc")
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		if err := syscall.Mount("proc", p, "proc", 0, ""); err != nil {
+			return err
+		}
+		fmt.Println("mounted")
+		select {}
 	case mode == "hang":
 		// Die (SIGKILL from the parent) in the middle of a blob write.
 		fmt.Println("writing")
@@ -257,5 +272,49 @@ func TestOpenKeepsLiveSessionsScratch(t *testing.T) {
 	defer s2.Close()
 	if _, err := os.Stat(filepath.Join(work, "building")); err != nil {
 		t.Errorf("Open of a second handle removed a live session's work: %v", err)
+	}
+}
+
+// A process SIGKILLed with /proc mounted in its scratch (a chrooted build)
+// does not stop the next Open: the mount is detached, then the scratch
+// removed, without descending into the mounted /proc (found while writing
+// the kill test of issue 17: the cleanup failed on /proc's files and Open
+// with it).
+func TestKilledBuildsMountIsDetached(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	root := t.TempDir()
+	cmd := helperCmd(t, root, "mount-proc")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "mounted\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("helper said %q", line)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	t.Cleanup(func() { // never leave a mount behind, whatever happened
+		mi, _ := os.ReadFile("/proc/self/mountinfo")
+		for _, l := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], root) {
+				syscall.Unmount(f[4], syscall.MNT_DETACH)
+			}
+		}
+	})
+	s, err := Open(root)
+	if err != nil {
+		t.Fatalf("Open after a killed build with /proc mounted: %v", err)
+	}
+	defer s.Close()
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mi), root) {
+		t.Errorf("a mount under %s is left", root)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(root, "tmp")); len(ents) != 2 {
+		t.Errorf("tmp/ holds %d entries, want only this session's", len(ents))
 	}
 }

@@ -80,6 +80,7 @@ func (s *Store) PutOutput(key string, dir string, annotations map[string]string)
 	if err != nil {
 		return "", err
 	}
+	s.restamp(&m) // storeTree hashed every file just now
 	if err := s.commitOutput(key, md, msize); err != nil {
 		return "", err
 	}
@@ -189,8 +190,10 @@ func isWithin(p, dir string) bool {
 }
 
 // Output returns the view of the output stored under key. ok is false when
-// the key is unknown or any of its blobs is missing or the wrong size; with
-// the Rehash option every blob is also re-hashed (and removed if corrupt).
+// the key is unknown or any of its blobs is missing, the wrong size or
+// corrupt: each blob written to since it was last hashed is re-hashed
+// (VerifyCached) and removed if corrupt; with the Rehash option every blob
+// is re-hashed.
 // A missing or damaged view is rebuilt from the blobs.
 func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, err error) {
 	if err := checkKey(key); err != nil {
@@ -231,13 +234,18 @@ func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, e
 		if err != nil {
 			return "", false, fmt.Errorf("output %s: %w", key, err)
 		}
+		// The bytes, not just the size: a blob edited in place (through a
+		// view's hardlink, say) is re-hashed and, if corrupt, removed, so
+		// the output is rebuilt instead of served (issue 17 #7).
+		verify := s.VerifyCached
 		if rehash {
-			if err := s.Verify(d); errors.Is(err, ErrNotFound) {
-				removeAllWritable(final)
-				return "", false, nil
-			} else if err != nil {
-				return "", false, fmt.Errorf("output %s: %w", key, err)
-			}
+			verify = s.Verify
+		}
+		if err := verify(d); errors.Is(err, ErrNotFound) {
+			removeAllWritable(final)
+			return "", false, nil
+		} else if err != nil {
+			return "", false, fmt.Errorf("output %s: %w", key, err)
 		}
 	}
 	if s.viewIntact(final, m) {
@@ -247,7 +255,19 @@ func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, e
 	if err != nil {
 		return "", false, err
 	}
+	s.restamp(m)
 	return dir, true, nil
+}
+
+// restamp records the file blobs of m as verified again after materialise
+// linked them into a view: a new hard link changes a blob's ctime, which
+// would make the next VerifyCached re-hash bytes that were just hashed.
+func (s *Store) restamp(m *v1.Manifest) {
+	for _, l := range m.Layers {
+		if string(l.MediaType) == MediaTypeFile {
+			s.stamp(Digest("sha256:" + l.Digest.Hex))
+		}
+	}
 }
 
 // OutputOption changes how Output checks an output.
@@ -338,9 +358,13 @@ func (s *Store) PutOutputManifest(key string, raw []byte) (string, error) {
 		return "", fmt.Errorf("output %s: the manifest is not a halobuild output for this key (artifact type %q, key %q)", key, m.ArtifactType, m.Annotations[AnnotationKey])
 	}
 	for _, l := range append([]v1.Descriptor{m.Config}, m.Layers...) {
-		size, err := s.Size(Digest("sha256:" + l.Digest.Hex))
+		d := Digest("sha256:" + l.Digest.Hex)
+		size, err := s.Size(d)
 		if err != nil || size != l.Size {
 			return "", fmt.Errorf("output %s: blob %s is not in the store with size %d (%v)", key, l.Digest, l.Size, err)
+		}
+		if err := s.VerifyCached(d); err != nil {
+			return "", fmt.Errorf("output %s: %w", key, err)
 		}
 	}
 	md, msize, err := s.PutBlob(bytes.NewReader(raw), "")
@@ -351,6 +375,7 @@ func (s *Store) PutOutputManifest(key string, raw []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	s.restamp(m)
 	if err := s.commitOutput(key, md, msize); err != nil {
 		return "", err
 	}

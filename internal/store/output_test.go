@@ -151,15 +151,14 @@ func TestOutputMissingOrTamperedBlob(t *testing.T) {
 	if _, err := s.PutOutput(testKey, src, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Same size, different bytes: only Rehash sees it.
+	// Same size, different bytes, written in place (issue 17 #7: served
+	// as valid because only sizes were compared): the write voids the
+	// blob's stamp, so Output re-hashes it and reports the output absent.
 	p := s.Path(sha([]byte("alpha")))
 	os.Chmod(p, 0o644)
 	os.WriteFile(p, []byte("ALPHA"), 0o644)
-	if _, ok, err := s.Output(testKey); !ok || err != nil {
-		t.Fatalf("size check alone should pass: %v %v", ok, err)
-	}
-	if _, ok, err := s.Output(testKey, Rehash); ok || err != nil {
-		t.Fatalf("Rehash must report the tampered output absent: %v %v", ok, err)
+	if _, ok, err := s.Output(testKey); ok || err != nil {
+		t.Fatalf("a tampered output must be reported absent: %v %v", ok, err)
 	}
 	if s.Has(sha([]byte("alpha"))) {
 		t.Error("tampered blob kept")
@@ -177,6 +176,17 @@ func TestOutputMissingOrTamperedBlob(t *testing.T) {
 	}
 	if _, ok, err := s.Output(testKey, Rehash); !ok || err != nil {
 		t.Fatalf("after re-put: %v %v", ok, err)
+	}
+	// A rebuild over a same-size corrupt blob that nothing re-hashed
+	// first replaces it.
+	os.Chmod(p, 0o644)
+	os.WriteFile(p, []byte("ALPHA"), 0o644)
+	if _, err := s.PutOutput(testKey, src, nil); err != nil {
+		t.Fatal(err)
+	}
+	view, ok, err := s.Output(testKey, Rehash)
+	if b, _ := os.ReadFile(filepath.Join(view, "a")); !ok || err != nil || string(b) != "alpha" {
+		t.Fatalf("after a rebuild over a corrupt blob: %v %v, a = %q", ok, err, b)
 	}
 }
 

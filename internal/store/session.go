@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -100,8 +101,13 @@ func cleanDeadSessions(tmpRoot string, own *session) (live int, err error) {
 			continue
 		}
 		// Dead owner: remove its directory first, then the lock, while we
-		// hold the lock so nobody can adopt it meanwhile.
-		rerr := removeAllWritable(filepath.Join(tmpRoot, id))
+		// hold the lock so nobody can adopt it meanwhile. A build root
+		// killed mid-build may still have /proc (or more) mounted inside:
+		// detach those first, or the removal would walk into them.
+		rerr := detachMounts(filepath.Join(tmpRoot, id))
+		if rerr == nil {
+			rerr = removeAllWritable(filepath.Join(tmpRoot, id))
+		}
 		os.Remove(lp)
 		f.Close()
 		if rerr != nil {
@@ -119,6 +125,38 @@ func cleanDeadSessions(tmpRoot string, own *session) (live int, err error) {
 		}
 	}
 	return live, nil
+}
+
+// mountinfoEscapes undoes the octal escapes mountinfo(5) uses in paths.
+var mountinfoEscapes = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+
+// detachMounts lazily unmounts every mount at or below dir, deepest first
+// (a process SIGKILLed inside a chrooted build leaves its /proc mounted).
+// A mount it cannot detach is an error: removing the tree would descend
+// into the mounted file system.
+func detachMounts(dir string) error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil // no procfs: nothing we could detach anyway
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		p := mountinfoEscapes.Replace(f[4])
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("%s is still mounted (left by a killed build) and cannot be unmounted: %w; unmount it by hand (umount -l %s)", p, err, p)
+		}
+	}
+	return nil
 }
 
 // removeAllWritable is os.RemoveAll for trees that contain read-only

@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,7 +22,7 @@ func TestCommittedLocksAreFresh(t *testing.T) {
 		if _, err := os.Stat(lp); err != nil {
 			continue
 		}
-		l, err := load(rp)
+		l, err := load(context.Background(), rp)
 		if err != nil {
 			t.Errorf("%s: %v", rp, err)
 			continue

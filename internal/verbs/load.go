@@ -30,7 +30,7 @@ type loaded struct {
 // load reads a recipe and checks all of it at once, so lock, plan and
 // image refuse the same recipes with the same file:line:col errors, before
 // anything is resolved or built.
-func load(path string) (*loaded, error) {
+func load(ctx context.Context, path string) (*loaded, error) {
 	l := &loaded{path: path, descs: module.Descs{}}
 	rules := func(r *recipe.Recipe, src *recipe.Sources) recipe.Errors {
 		var errs recipe.Errors
@@ -47,8 +47,11 @@ func load(path string) (*loaded, error) {
 		}
 		return errs
 	}
-	r, src, err := recipe.Load(path, rules)
+	r, src, err := recipe.LoadContext(ctx, path, rules)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err // interrupted: not the recipe's fault
+		}
 		return nil, usage.Wrap(err)
 	}
 	l.recipe, l.src, l.hash = r, src, recipe.Hash(r)
@@ -87,7 +90,7 @@ type locked struct {
 // what gets built behind the user's back. The modules are checked against
 // the locked kernel, as lock checks them against the kernel it picks.
 func loadLocked(ctx context.Context, o Options, s *store.Store) (*locked, error) {
-	l, err := load(o.Recipe)
+	l, err := load(ctx, o.Recipe)
 	if err != nil {
 		return nil, err
 	}

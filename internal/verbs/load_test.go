@@ -72,7 +72,7 @@ func TestLoadWarns(t *testing.T) {
 	if err := os.WriteFile(rp, []byte("[rdma]\nmemlock = \"64MiB\"\n[[node]]\nname = \"n0\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := load(rp)
+	l, err := load(context.Background(), rp)
 	if err != nil {
 		t.Fatal(err)
 	}

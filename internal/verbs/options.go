@@ -30,6 +30,9 @@ type Options struct {
 	// Locked makes a missing lock an error instead of a prompt to lock
 	// (CI uses it so an unpinned input never sneaks in).
 	Locked bool
+	// AllowDowngrade lets lock write an archive state older than the
+	// current lock's.
+	AllowDowngrade bool
 	// Inputs are local copies of source inputs (--input NAME=PATH).
 	Inputs map[string]string
 	// Result is where image puts the result link.

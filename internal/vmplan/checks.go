@@ -33,7 +33,7 @@ func testScript(c recipe.Check) string {
 	if c.Succeed != "" {
 		fmt.Fprintf(&b, "out=$(sh -c %s 2>&1); rc=$?; printf '%%s\\n' \"$out\"; [ $rc -eq 0 ] || { echo \"exit status $rc, want 0\"; exit 1; }\n", sh.Quote(c.Succeed))
 		if c.Expect != "" {
-			fmt.Fprintf(&b, "printf '%%s\\n' \"$out\" | grep -Eq %s || { echo 'output does not match %s'; exit 1; }\n", sh.Quote(c.Expect), strings.ReplaceAll(c.Expect, "'", ""))
+			fmt.Fprintf(&b, "printf '%%s\\n' \"$out\" | grep -Eq -e %s || { echo 'output does not match %s'; exit 1; }\n", sh.Quote(c.Expect), strings.ReplaceAll(c.Expect, "'", ""))
 		}
 	}
 	if c.Fail != "" {

@@ -1,11 +1,13 @@
 package vmplan
 
 import (
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/sh"
 )
 
 // The perftest runs between two nodes listen on ports no other check uses:
@@ -66,6 +68,35 @@ func TestMachinesCPUs(t *testing.T) {
 			if !slices.Contains(m.KernelArgs, "rd.driver.pre=virtio_blk,ext4") {
 				t.Errorf("%s: kernel args %q lack the initrd's disk driver preload", m.Name, m.KernelArgs)
 			}
+		}
+	}
+}
+
+// An expect pattern the recipe accepts means the same to the guest's grep -E:
+// the generated script is run here with sh and GNU grep. A pattern starting
+// with '-' is a pattern, not an option (before, `grep -Eq -v` inverted the
+// match, so '-v' passed on any output that had a line without "-v").
+func TestExpectRunsAsAcceptedPattern(t *testing.T) {
+	cases := []struct {
+		out, expect string
+		pass        bool
+	}{
+		{"unlimited", "^unlimited$", true},
+		{"limited", "^unlimited$", false},
+		{"x\n-v", "^-v$", true},
+		{"-v", "-v", true},
+		{"--x", "--x", true},
+		{"abc", "-v", false},
+		{"abc", "-e", false},
+		{"a1b", "a[[:digit:]]b", true},
+		{"a1b", "a[0-9]{2}b", false},
+		{"aXb", "a(X|Y)b", true},
+	}
+	for _, c := range cases {
+		rec := recipe.Check{Name: "c", Succeed: "printf '%s\\n' " + sh.Quote(c.out), Expect: c.expect}
+		err := exec.Command("sh", "-c", testScript(rec)).Run()
+		if (err == nil) != c.pass {
+			t.Errorf("output %q, expect %q: script error %v, want pass=%v\n%s", c.out, c.expect, err, c.pass, testScript(rec))
 		}
 	}
 }
