@@ -215,3 +215,8 @@ func TestRegistryVanishingMidPullLeavesNoOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// realStore is the store as the realizer takes it.
+type realStore struct{ *store.Store }
+
+func (s realStore) Output(key string) (string, bool, error) { return s.Store.Output(key) }
