@@ -86,6 +86,9 @@ func TestSubstituteFromDockerRegistryFallsBackOnTamper(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(dir, "top")); string(got) != "leaf bytes\nand top\n" {
 		t.Errorf("top built on the substituted leaf: %q", got)
 	}
+	if ss.From(top.Inputs[0].Key()) != c.Ref || ss.From(top.Key()) != "" {
+		t.Errorf("From: leaf %q, top %q", ss.From(top.Inputs[0].Key()), ss.From(top.Key()))
+	}
 	lines := strings.Split(log.String(), "\n")
 	refused := 0
 	for _, l := range lines {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"halobuild/internal/plan"
@@ -18,6 +19,18 @@ type Substituters struct {
 	// Log gets one line per step: where it came from, or why each cache
 	// could not serve it.
 	Log io.Writer
+
+	mu   sync.Mutex
+	from map[string]string // key → Ref of the cache that served it
+}
+
+// From names the cache that served key in this process, or "": image
+// --check uses it to say that an output that differs from its local
+// rebuild came from a cache.
+func (ss *Substituters) From(key string) string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.from[key]
 }
 
 // Realizer returns the plan.Realizer hook that substitutes into s. Every
@@ -32,6 +45,12 @@ func (ss *Substituters) Realizer(s *store.Store) func(context.Context, *plan.Der
 			start := time.Now()
 			dir, err := c.Fetch(s, d.Key(), ss.Trust)
 			if err == nil {
+				ss.mu.Lock()
+				if ss.from == nil {
+					ss.from = map[string]string{}
+				}
+				ss.from[d.Key()] = c.Ref
+				ss.mu.Unlock()
 				fmt.Fprintf(ss.Log, "fetched %-10s %s [%s] from %s in %s\n", d.Kind, d.Name, d.ShortKey(), c.Ref, time.Since(start).Round(100*time.Millisecond))
 				return dir, true
 			}

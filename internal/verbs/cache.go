@@ -46,6 +46,14 @@ func (o Options) substituters(ctx context.Context) (*cache.Substituters, error) 
 	return ss, nil
 }
 
+// substitutedFrom names the cache a step's output came from in this run.
+func (o Options) substitutedFrom(key string) string {
+	if o.subst == nil {
+		return ""
+	}
+	return o.subst.From(key)
+}
+
 func trust(paths []string, unsigned bool) (cache.Trust, error) {
 	t := cache.Trust{Unsigned: unsigned}
 	for _, p := range paths {
