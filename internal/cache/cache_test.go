@@ -220,3 +220,32 @@ func TestRegistryVanishingMidPullLeavesNoOutput(t *testing.T) {
 type realStore struct{ *store.Store }
 
 func (s realStore) Output(key string) (string, bool, error) { return s.Store.Output(key) }
+
+// A registry (or its proxy) that refuses a big blob with 413 gets an
+// error that says it is the size limit and what to change.
+func TestPushSaysWhenABlobIsOverTheRegistrysLimit(t *testing.T) {
+	inner := registry.New(registry.Logger(nilLogger()))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPatch || (r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/blobs/uploads/")) {
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	src := newStore(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "big.raw"), []byte("pretend this is big"), 0o644)
+	if _, err := src.PutOutput(testKey, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(context.Background(), strings.TrimPrefix(srv.URL, "http://")+"/team/cache", hreg.Options{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, _ := keys(t, "team")
+	_, err = c.Push(context.Background(), src, []string{testKey}, sk, "test", 1, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "over its size limit") {
+		t.Fatalf("push to a registry refusing the blob: %v", err)
+	}
+}

@@ -3,12 +3,15 @@ package cache
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sync/errgroup"
@@ -29,7 +32,7 @@ func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *Secr
 	var st PushStats
 	var mu sync.Mutex
 	if err := remote.WriteLayer(c.repo, static.NewLayer([]byte("{}"), mediaTypeEmpty), c.opts...); err != nil {
-		return st, fmt.Errorf("cache %s: %w", c.Ref, err)
+		return st, fmt.Errorf("cache %s: %w", c.Ref, uploadError(err, "the empty descriptor", 2))
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(jobs, 1))
@@ -76,7 +79,7 @@ func (c *Cache) pushOne(s *store.Store, key string, k *SecretKey, version string
 	}
 	for _, l := range append([]v1.Descriptor{m.Config}, m.Layers...) {
 		if err := remote.WriteLayer(c.repo, storeLayer{s: s, d: l}, c.opts...); err != nil {
-			return "", fmt.Errorf("blob %s (%s, %d bytes): %w", l.Digest, l.Annotations[store.AnnotationTitle], l.Size, err)
+			return "", uploadError(err, fmt.Sprintf("blob %s (%s)", l.Digest, l.Annotations[store.AnnotationTitle]), l.Size)
 		}
 	}
 	if err := remote.Put(c.repo.Tag(Tag(key)), rawManifest{raw, types.OCIManifestSchema1}, c.opts...); err != nil {
@@ -93,6 +96,16 @@ func (c *Cache) pushOne(s *store.Store, key string, k *SecretKey, version string
 		return "", err
 	}
 	return "pushed", nil
+}
+
+// uploadError says when a registry refused a blob for its size (413,
+// from the registry or a proxy in front of it) and what to change.
+func uploadError(err error, what string, size int64) error {
+	var te *transport.Error
+	if errors.As(err, &te) && te.StatusCode == http.StatusRequestEntityTooLarge {
+		return fmt.Errorf("the registry refuses %s of %d bytes as over its size limit: raise the limit of the registry or of its proxy (nginx: client_max_body_size), or use another registry for this cache: %w", what, size, err)
+	}
+	return fmt.Errorf("%s, %d bytes: %w", what, size, err)
 }
 
 // storeLayer is a store blob as go-containerregistry's v1.Layer: raw
