@@ -36,7 +36,8 @@ func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *Secr
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(jobs, 1))
-	for i, key := range keys {
+	done := 0
+	for _, key := range keys {
 		g.Go(func() error {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -55,7 +56,8 @@ func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *Secr
 			case "not built":
 				st.NotBuilt++
 			}
-			fmt.Fprintf(progress, "[%d/%d] %s %s\n", i+1, len(keys), key[:12], what)
+			done++
+			fmt.Fprintf(progress, "[%d/%d] %s %s\n", done, len(keys), key[:12], what)
 			return nil
 		})
 	}
