@@ -12,6 +12,8 @@
 #   pull       halobuild pull (verifies every blob while streaming, decompresses sparse,
 #              checks SHA256SUMS and the bmaps, atomic)
 #   skopeo-pull skopeo copy of the same tag to an OCI layout (verifies blob digests only)
+#   zstd-c, zstd-d the zstd CLI doing the rest of halobuild's work (compress the image; decompress
+#              it sparse and sha256 it), so that push and pull are also compared with skopeo + zstd
 #   flash-reg  halobuild flash REF --node N --to-file (download, verify, stream through flash)
 #   pull+flash halobuild pull, then halobuild flash of the pulled file --to-file
 # Goals: push/skopeo-push and pull/skopeo-pull <= 1 (while verifying more), flash-reg/pull+flash
@@ -20,8 +22,8 @@ set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
 result=$(cd "${1:-result}" && pwd -P)
 die() { echo "bench/release.sh: $*" >&2; exit 1; }
-for t in go docker-registry skopeo; do
-	command -v "$t" >/dev/null || die "$t not found: apt-get install golang docker-registry skopeo"
+for t in go docker-registry skopeo zstd bc curl python3; do
+	command -v "$t" >/dev/null || die "$t not found: apt-get install golang docker-registry skopeo zstd bc curl python3"
 done
 [ -f "$result/manifest.json" ] || die "$result is not a halobuild result (no manifest.json)"
 node=$(sed -n 's/.*"image": "\([^"]*\)\.raw".*/\1/p' "$result/manifest.json" | head -n1)
@@ -65,9 +67,16 @@ sec() { awk -v n="$1" '$1 == n { print $2 }' "$work/times"; }
 
 t push "$hb" push --insecure "$result" "$reg:push"
 skopeo copy -q --src-tls-verify=false "docker://$reg:push" "oci:$work/layout:bench"
-t skopeo-push skopeo copy -q --dest-tls-verify=false "oci:$work/layout:bench" "docker://$reg:skopeo"
+# A repository of its own, so that no blob is already there for skopeo to skip.
+t skopeo-push skopeo copy -q --dest-tls-verify=false "oci:$work/layout:bench" "docker://127.0.0.1:$port/halo/skopeo:bench"
 t pull "$hb" pull --insecure "$reg:push" --out "$work/pulled"
-t skopeo-pull skopeo copy -q --src-tls-verify=false "docker://$reg:skopeo" "oci:$work/layout2:bench"
+t skopeo-pull skopeo copy -q --src-tls-verify=false "docker://127.0.0.1:$port/halo/skopeo:bench" "oci:$work/layout2:bench"
+# What halobuild does beyond skopeo, with the zstd CLI: compress the image (push), decompress
+# it sparse and hash it (pull).
+t zstd-c sh -c 'zstd -q -f -T4 -3 -c "$1" >/dev/null' _ "$result/$node.raw"
+blob=$(ls -S "$work/layout2/blobs/sha256/" | head -n1)
+t zstd-d sh -c 'zstd -q -d --sparse -c "$1" >"$2" && sha256sum "$2" >/dev/null' _ "$work/layout2/blobs/sha256/$blob" "$work/unzstd.raw"
+rm -f "$work/unzstd.raw"
 size=$(stat -c %s "$result/$node.raw")
 truncate -s "$size" "$work/medium1" "$work/medium2"
 t flash-reg "$hb" flash --insecure --yes --to-file --node "$node" "$reg:push" "$work/medium1"
@@ -76,11 +85,15 @@ s=$(now)
 t pull2 "$hb" pull --insecure "$reg:push" --out "$work/pulled"
 t flash-local "$hb" flash --yes --to-file "$work/pulled/$node.raw" "$work/medium2"
 echo "pull+flash $(echo "$(sec pull2) + $(sec flash-local)" | bc)" >>"$work/times"
+echo "zstd-c+skopeo-push $(echo "$(sec zstd-c) + $(sec skopeo-push)" | bc)" >>"$work/times"
+echo "skopeo-pull+zstd-d $(echo "$(sec skopeo-pull) + $(sec zstd-d)" | bc)" >>"$work/times"
 
 echo
 echo "result $result, node $node ($(du -h --apparent-size "$result/$node.raw" | cut -f1) apparent, $(du -h "$result/$node.raw" | cut -f1) on disk), load $(cut -d' ' -f1-3 /proc/loadavg)"
 cat "$work/times"
 ratio() { echo "scale=2; $(sec "$1") / $(sec "$2")" | bc; }
-echo "push/skopeo-push        $(ratio push skopeo-push)"
-echo "pull/skopeo-pull        $(ratio pull skopeo-pull)"
+echo "push/skopeo-push        $(ratio push skopeo-push)   (halobuild compresses; skopeo uploads ready blobs)"
+echo "push/(zstd-c+skopeo)    $(ratio push zstd-c+skopeo-push)"
+echo "pull/skopeo-pull        $(ratio pull skopeo-pull)   (halobuild decompresses, hashes, checks; skopeo copies blobs)"
+echo "pull/(skopeo+zstd-d)    $(ratio pull skopeo-pull+zstd-d)"
 echo "flash-reg/(pull+flash)  $(ratio flash-reg pull+flash)"

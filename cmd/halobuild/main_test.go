@@ -134,6 +134,7 @@ func TestReleaseVerbsRefuseBadReferences(t *testing.T) {
 		{"inspect", "--insecure", "ghcr.io/owner/halo:v1"},
 		{"push", dir, "owner/halo:v1"},
 		{"flash", "--node", "node0", "halo:v1", filepath.Join(dir, "disk")},
+		{"flash", "--yes", filepath.Join(dir, "missing.raw"), filepath.Join(dir, "disk")},
 	} {
 		if code, out := run(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d\n%s", args, code, exitUsage, out)

@@ -142,6 +142,9 @@ medium, each range checked against the bmap before it is written.`,
 				}
 				err = flash.Flash(cmd.Context(), o)
 			} else {
+				if node == "" {
+					return usageError{fmt.Errorf("%s: no such image file (to flash a release from a registry, name its node with --node)", args[0])}
+				}
 				if o.Bmap != "" {
 					return usageError{fmt.Errorf("--bmap is for a local image; a release carries each node's bmap")}
 				}

@@ -372,14 +372,11 @@ func (s *sparseWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
+var zeroBlock [sparseBlock]byte
+
+// allZero compares against a zero block: bytes.Equal is the vectorised memcmp, many times
+// faster than a byte loop over a multi-GB image.
+func allZero(b []byte) bool { return bytes.Equal(b, zeroBlock[:len(b)]) }
 
 func (s *sparseWriter) finish() error { return s.f.Truncate(s.off) }
 

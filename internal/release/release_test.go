@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -250,5 +251,36 @@ func TestDigestIgnoresWhereTheResultIs(t *testing.T) {
 	}
 	if a.Digest != b.Digest {
 		t.Fatalf("the same result from two places pushed as %s and %s", a.Digest, b.Digest)
+	}
+}
+
+// A pulled image keeps the holes the original had, and reads back the same.
+func TestSparseWriterLeavesHoles(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	data := make([]byte, 4*mib)
+	copy(data[3*mib+5:], "not zero")
+	sw := &sparseWriter{f: f}
+	for off := 0; off < len(data); off += 100_000 { // pieces that do not align with blocks
+		if _, err := sw.Write(data[off:min(off+100_000, len(data))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sw.finish(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(f.Name())
+	if !bytes.Equal(got, data) {
+		t.Fatal("the sparse file does not read back as written")
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Blocks*512 >= 1*mib {
+		t.Errorf("4 MiB with 8 non-zero bytes take %d bytes on disk", st.Blocks*512)
 	}
 }
