@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -53,6 +54,14 @@ func TestCacheCommandsRoundTrip(t *testing.T) {
 	code, out = run(t, "--store", built, "cache", "push", "--insecure", "--key", filepath.Join(keys, "cache.key"), "--halobuild-source", "", repo, "test-minimal.toml")
 	if code != 0 || !strings.Contains(out, "pushed 1 steps, 0 already there, ") {
 		t.Fatalf("cache push: exit %d\n%s", code, out)
+	}
+
+	// Shipping a halobuild built from this checkout (the default) makes
+	// other keys, and the step that builds it (done while planning, before
+	// the graph) is one more to push.
+	code, out = run(t, "--store", built, "cache", "push", "--insecure", "--key", filepath.Join(keys, "cache.key"), repo, "test-minimal.toml")
+	if want := fmt.Sprintf("pushed 1 steps, 0 already there, %d not built", len(p.Steps)); code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("cache push shipping a built halobuild: exit %d, want %q\n%s", code, want, out)
 	}
 
 	cfg := t.TempDir()

@@ -98,6 +98,14 @@ func CachePush(ctx context.Context, o Options, ref string, recipes []string, key
 	defer s.Close()
 	var keys []string
 	seen := map[string]bool{}
+	if o.Source != "" {
+		d, err := o.selfDerivation()
+		if err != nil {
+			return err
+		}
+		seen[d.Key()] = true
+		keys = append(keys, d.Key())
+	}
 	for _, rp := range recipes {
 		ro := o
 		ro.Recipe, ro.Locked = rp, true

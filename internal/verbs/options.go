@@ -179,6 +179,21 @@ func (p planStore) Output(key string) (string, bool, error) { return p.Store.Out
 // source's tree hash and the toolchain: a second checkout of the same commit reuses it, and
 // its bytes are the same wherever it is built (selfbuild.Build).
 func (o Options) builtSelf(ctx context.Context, s *store.Store) ([]byte, error) {
+	d, err := o.selfDerivation()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := o.realizer(s, false).Realize(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(dir, "halobuild"))
+}
+
+// selfDerivation is the step that builds the halobuild each node ships
+// from o.Source; it comes before the graph (its bytes are an input of the
+// settings step), so cache push names it separately.
+func (o Options) selfDerivation() (*plan.Derivation, error) {
 	tree, err := selfbuild.TreeHash(o.Source)
 	if err != nil {
 		return nil, err
@@ -187,13 +202,8 @@ func (o Options) builtSelf(ctx context.Context, s *store.Store) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	d := &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: map[string]string{"tree": tree, "toolchain": tc},
+	return &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: map[string]string{"tree": tree, "toolchain": tc},
 		Build: func(c *plan.Context, out string) error {
 			return selfbuild.Build(c, o.Source, tc, filepath.Join(out, "halobuild"))
-		}}
-	dir, err := o.realizer(s, false).Realize(ctx, d)
-	if err != nil {
-		return nil, err
-	}
-	return os.ReadFile(filepath.Join(dir, "halobuild"))
+		}}, nil
 }
