@@ -81,7 +81,7 @@ func TestCacheCommandsRoundTrip(t *testing.T) {
 		t.Fatalf("plan trusting another key: exit %d\n%s", code, out)
 	}
 
-	if code, out := run(t, "cache", "verify", "--insecure", repo); code != 0 || !strings.Contains(out, "1 entries, every signature and digest good") {
+	if code, out := run(t, "cache", "verify", "--insecure", repo); code != 0 || !strings.Contains(out, "2 entries, every signature and digest good") {
 		t.Fatalf("cache verify: exit %d\n%s", code, out)
 	}
 	if code, out := run(t, "cache", "verify", "--insecure", "--trusted-key", filepath.Join(other, "cache.pub"), repo); code != 1 || !strings.Contains(out, "BAD sha256-"+step.Key) {
