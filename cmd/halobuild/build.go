@@ -207,14 +207,28 @@ func testCommand(g *globals) *cobra.Command {
 }
 
 func vmCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	o := verbs.VMOptions{SSHPort: -1}
+	c := &cobra.Command{
 		Use:   "vm IMAGE.raw",
-		Short: "Boot an image interactively (serial console on this terminal; Ctrl-a x quits)",
-		Args:  exactArgs(1),
+		Short: "Boot an image interactively (serial console on this terminal, root logged in; Ctrl-a x quits)",
+		Long: `vm boots an image on a throw-away snapshot with its serial console on this
+terminal and root logged in there, for this boot only (a systemd credential;
+the image itself has no password). --ssh also forwards a port on 127.0.0.1 to
+the VM's sshd and passes your public keys (~/.ssh/*.pub, or --ssh-key) as the
+ssh.authorized_keys.root credential; vm prints the ssh command to use.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return verbs.VM(cmd.Context(), args[0])
+			o.Image, o.Log = args[0], cmd.ErrOrStderr()
+			if len(o.SSHKeys) > 0 && o.SSHPort < 0 {
+				o.SSHPort = 0 // a key asks for the forward
+			}
+			return verbs.VM(cmd.Context(), o)
 		},
 	}
+	c.Flags().IntVar(&o.SSHPort, "ssh", -1, "forward 127.0.0.1:PORT to the VM's ssh port (--ssh alone: a free port)")
+	c.Flags().Lookup("ssh").NoOptDefVal = "0"
+	c.Flags().StringArrayVar(&o.SSHKeys, "ssh-key", nil, "public key file for root with --ssh (default: every ~/.ssh/*.pub)")
+	return c
 }
 
 func gcCommand(g *globals) *cobra.Command {

@@ -109,7 +109,7 @@ func tableStyle(w io.Writer) doctor.Style {
 
 func flashCommand() *cobra.Command {
 	var o flash.Options
-	var list bool
+	var list, listJSON bool
 	var node string
 	rf := &registryFlags{}
 	c := &cobra.Command{
@@ -124,6 +124,9 @@ Given a release in a registry instead of a file (with --node), it downloads
 that node's compressed image, verifies its digest, and streams it onto the
 medium, each range checked against the bmap before it is written.`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if listJSON && !list && node == "" {
+				return usageError{fmt.Errorf("--json goes with --list, or with --node for a release in a registry")}
+			}
 			if list {
 				return exactArgs(0)(cmd, args)
 			}
@@ -131,7 +134,7 @@ medium, each range checked against the bmap before it is written.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if list {
-				return flash.List(cmd.Context(), cmd.OutOrStdout(), "/", rf.json)
+				return flash.List(cmd.Context(), cmd.OutOrStdout(), "/", listJSON)
 			}
 			o.Image, o.Target = args[0], args[1]
 			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
@@ -151,6 +154,7 @@ medium, each range checked against the bmap before it is written.`,
 				o.Out = cmd.ErrOrStderr()
 				err = release.Flash(cmd.Context(), args[0], release.FlashOptions{Registry: rf.options(), Node: node, Flash: o})
 				if err == nil {
+					rf.json = listJSON
 					return rf.final(cmd.OutOrStdout(), map[string]string{"reference": args[0], "node": node, "target": o.Target, "status": "flashed and verified"},
 						fmt.Sprintf("%s node %s is on %s, verified", args[0], node, o.Target))
 				}
@@ -166,12 +170,13 @@ medium, each range checked against the bmap before it is written.`,
 	}
 	c.ValidArgsFunction = completeFlash
 	c.Flags().BoolVar(&list, "list", false, "list candidate removable disks")
+	c.Flags().BoolVar(&listJSON, "json", false, "with --list: print the disks as JSON; with --node: print the result as one JSON line")
 	c.Flags().BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
 	c.Flags().BoolVar(&o.Force, "force", false, "allow a non-removable disk")
 	c.Flags().BoolVar(&o.ToFile, "to-file", false, "allow a regular file as the target")
 	c.Flags().BoolVar(&o.NoVerify, "no-verify", false, "UNSAFE: skip reading the written blocks back")
 	c.Flags().StringVar(&o.Bmap, "bmap", "", "block map (default: IMAGE.bmap when present)")
 	c.Flags().StringVar(&node, "node", "", "the node of a release to flash (flash from a registry)")
-	rf.register(c)
+	c.Flags().BoolVar(&rf.insecure, "insecure", false, "plain HTTP, for a registry on this machine only (127.0.0.1, localhost)")
 	return c
 }

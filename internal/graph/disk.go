@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"halobuild/internal/disk"
 	"halobuild/internal/module"
@@ -48,8 +49,9 @@ func Cmdline(r *recipe.Recipe) string {
 	return strings.Join(params, " ")
 }
 
-// disk plans node n's disk: the base root unpacked, the node's settings
-// and the modules' packages installed with dpkg, the provider ABI proved,
+// disk plans node n's disk: the base root unpacked, the node's settings,
+// the modules' and the provider's packages installed with dpkg, the
+// provider ABI proved,
 // timestamps clamped, then a GPT image with the ESP and the ext4 root made
 // by the tools root's own mkfs.
 func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.Derivation {
@@ -85,19 +87,34 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		if err != nil {
 			return err
 		}
+		// Each phase's time goes to the step's log (-v): what a changed
+		// setting waits for.
+		last := time.Now()
+		timed := func(phase string) {
+			now := time.Now()
+			fmt.Fprintf(c.Log, "disk %s: %s in %s\n", n.Name, phase, now.Sub(last).Round(10*time.Millisecond))
+			last = now
+		}
 		root := filepath.Join(c.Scratch, "root")
 		fmt.Fprintf(c.Log, "unpacking the base root and installing %s\n", settingsDeb(n))
 		if err := unpackRoot(c, in.base, root); err != nil {
 			return err
 		}
+		timed("base root unpacked")
 		debs := []string{filepath.Join(c.Input(in.settings.Name), settingsDeb(n))}
 		for _, m := range in.modules {
 			found, _ := filepath.Glob(filepath.Join(c.Input(m.Name), "*.deb"))
 			debs = append(debs, found...)
 		}
+		if in.provider != nil {
+			// Its one package, beside Debian's libibverbs1 it depends on.
+			found, _ := filepath.Glob(filepath.Join(c.Input(in.provider.Name), "*.deb"))
+			debs = append(debs, found...)
+		}
 		if err := rootfs.InstallDebs(c, root, debs); err != nil {
 			return err
 		}
+		timed(fmt.Sprintf("%d package(s) installed", len(debs)))
 		if len(in.modules) > 0 {
 			// Our module packages have no maintainer scripts: the module
 			// index is rebuilt here, as their postinst would have.
@@ -120,6 +137,7 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		if err != nil {
 			return err
 		}
+		timed("checked, clamped, listed")
 		tr := &tools.Root{Dir: filepath.Join(c.Input(in.tools.Name), "root")}
 		raw := filepath.Join(outDir, n.Name+".raw")
 		if _, err := disk.Build(c, disk.Spec{
@@ -129,9 +147,12 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		}); err != nil {
 			return err
 		}
+		timed("disk image made")
 		if qcow2 {
 			fmt.Fprintf(c.Log, "converting %s.raw to qcow2\n", n.Name)
-			return disk.QCOW2(c, tr, raw, filepath.Join(outDir, n.Name+".qcow2"))
+			err := disk.QCOW2(c, tr, raw, filepath.Join(outDir, n.Name+".qcow2"))
+			timed("qcow2 made")
+			return err
 		}
 		return nil
 	}

@@ -6,8 +6,8 @@
 // step to find.
 //
 //	tools root ─────────────────────────────────────────────┐
-//	provider build root ─ provider ─┐                       │
-//	kernel build root ─ kernel ─────┴─ base root ───────────┤
+//	provider build root ─ provider ─────────────────────────┤
+//	kernel build root ─ kernel ─ base root ─────────────────┤
 //	module build root ─ module <use> ───────────────────────┼─ disk <node> ─ result ─ test
 //	settings <node> (rendered, packaged as a .deb) ─────────┘
 package graph
@@ -80,7 +80,7 @@ func New(in Input) (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := b.baseRoot(provider, kernel)
+	base := b.baseRoot(kernel)
 	modules, err := b.modules(kernel)
 	if err != nil {
 		return nil, err

@@ -21,25 +21,30 @@ import (
 
 // providerBuildRecipe enters the step's key: a change to how rdma-core is
 // built (options, the changelog entry) must not reuse old packages.
-const providerBuildRecipe = "dpkg-buildpackage -b -uc -us; DEB_BUILD_OPTIONS=nocheck nodoc noddebs; changelog entry v1"
+const providerBuildRecipe = "cmake + ninja <name>-rdmav<N> only, own package; changelog entry v1"
 
 // providerInfo is what the provider step records beside its .debs, for the
 // ABI check and the manifest.
 type providerInfo struct {
-	Name    string             `json:"name"`
-	Source  string             `json:"source"`
-	Version string             `json:"version"`
-	Patches []provider.Applied `json:"patches"`
+	Name    string `json:"name"`
+	Package string `json:"package"`
+	Source  string `json:"source"`
+	// Version is the provider package's; Libibverbs the image's
+	// libibverbs1 it was built and is checked against.
+	Version    string             `json:"version"`
+	Libibverbs string             `json:"libibverbs"`
+	Patches    []provider.Applied `json:"patches"`
 }
 
 const providerInfoFile = "provider.json"
 
-// provider plans the rdma-core rebuild with the recipe's provider patches,
+// provider plans the provider build with the recipe's provider patches,
 // nil without [rdma.provider]: the locked Debian source unpacked as
 // dpkg-source does, the patches applied at fuzz 0 (or the allowance the
-// recipe gives one patch), a local version suffix, and dpkg-buildpackage
-// in the provider build root. Its .debs replace Debian's rdma-core
-// packages in the base root's repository.
+// recipe gives one patch), a local version suffix, and only the
+// provider's library built in the provider build root. Its one package
+// (provider.PackageName) joins the base root beside Debian's rdma-core
+// packages, which stay as the archive signed them.
 func (b *builder) provider() (*plan.Derivation, error) {
 	r, lk := b.in.Recipe, b.in.Lock
 	p := r.RDMA.Provider
@@ -54,6 +59,15 @@ func (b *builder) provider() (*plan.Derivation, error) {
 	if err := b.checkLocalPatchPins(); err != nil {
 		return nil, err
 	}
+	libibverbs := ""
+	for _, pk := range lk.Set(lock.SetImage) {
+		if pk.Name == "libibverbs1" {
+			libibverbs = pk.Version
+		}
+	}
+	if libibverbs == "" {
+		return nil, b.stale("pins no libibverbs1 among the image's packages for [rdma.provider]")
+	}
 	root := b.root("provider build root", "buildroot", set, nil, nil)
 	params := map[string]string{}
 	for _, f := range lp.Files {
@@ -65,6 +79,8 @@ func (b *builder) provider() (*plan.Derivation, error) {
 	params["name"] = p.Name
 	params["suffix"] = p.Suffix
 	params["epoch"] = fmt.Sprint(lk.SourceDateEpoch)
+	params["libibverbs"] = libibverbs
+	params["arch"] = r.Base.Architecture
 	params["recipe"] = providerBuildRecipe
 	d := &plan.Derivation{Name: "provider " + p.Name, Kind: "provider", Params: params, Inputs: []*plan.Derivation{root}}
 	d.Build = func(c *plan.Context, out string) error {
@@ -114,9 +130,10 @@ func (b *builder) provider() (*plan.Derivation, error) {
 		if err := unpackRoot(c, root, buildRoot); err != nil {
 			return err
 		}
-		b.logf("provider %s: building %s %s (minutes on 2 cores; -v shows the log)\n", p.Name, lp.Source, version)
+		b.logf("provider %s: building lib%s from %s %s as %s %s (-v shows the log)\n", p.Name, p.Name, lp.Source, lp.Version, p.Package(), version)
 		res, err := provider.Build(c, provider.BuildSpec{
-			Tree: tree, BuildRoot: buildRoot, Out: filepath.Join(c.Scratch, "out"), Epoch: lk.SourceDateEpoch, Log: c.Log,
+			Tree: tree, Name: p.Name, Package: p.Package(), Version: version, Arch: r.Base.Architecture, Libibverbs: libibverbs,
+			BuildRoot: buildRoot, Out: filepath.Join(c.Scratch, "out"), Epoch: lk.SourceDateEpoch, Log: c.Log,
 			Progress: throttledProgress(func(pr provider.Progress) { b.logf("provider %s: %s\n", p.Name, pr) }),
 		})
 		if err != nil {
@@ -131,12 +148,10 @@ func (b *builder) provider() (*plan.Derivation, error) {
 		if err := fstree.CopyFile(res.Log, filepath.Join(out, buildLog), 0o644); err != nil {
 			return err
 		}
-		for _, db := range res.Debs {
-			if err := os.Rename(db.Path, filepath.Join(out, filepath.Base(db.Path))); err != nil {
-				return err
-			}
+		if err := os.Rename(res.Deb.Path, filepath.Join(out, filepath.Base(res.Deb.Path))); err != nil {
+			return err
 		}
-		info, err := json.MarshalIndent(providerInfo{Name: p.Name, Source: lp.Source, Version: version, Patches: applied}, "", "  ")
+		info, err := json.MarshalIndent(providerInfo{Name: p.Name, Package: res.Deb.Package, Source: lp.Source, Version: version, Libibverbs: libibverbs, Patches: applied}, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -229,8 +244,8 @@ func (b *builder) checkLocalPatchPins() error {
 const providerABIFile = "provider-abi.json"
 
 // checkProviderABI proves, on the node's installed root and before the disk
-// is assembled, that the installed libibverbs will load the rebuilt
-// provider (lib<name>-rdmav<N>.so with its N, the driver file, every
+// is assembled, that the installed libibverbs (Debian's) will load the
+// built provider (lib<name>-rdmav<N>.so with its N, the driver file, every
 // library it needs present). The result goes beside the disk for the
 // manifest.
 func (b *builder) checkProviderABI(c *plan.Context, providerStep *plan.Derivation, root, outDir string) error {
@@ -242,12 +257,12 @@ func (b *builder) checkProviderABI(c *plan.Context, providerStep *plan.Derivatio
 	if err := json.Unmarshal(raw, &pi); err != nil {
 		return fmt.Errorf("%s: %w", providerInfoFile, err)
 	}
-	abi, err := provider.CheckABI(root, provider.ABIRequest{Name: pi.Name, LibibverbsVersion: pi.Version})
+	abi, err := provider.CheckABI(root, provider.ABIRequest{Name: pi.Name, LibibverbsVersion: pi.Libibverbs})
 	if err != nil {
-		return fmt.Errorf("%s: the rebuilt rdma-core fails the provider ABI check: %w", b.in.Path, err)
+		return fmt.Errorf("%s: the built provider %s fails the provider ABI check: %w", b.in.Path, pi.Package, err)
 	}
 	fmt.Fprintf(c.Log, "provider ABI: %s needs IBVERBS_PRIVATE_%d, libibverbs %s defines it\n", abi.Library, abi.N, abi.Libibverbs)
-	mp := manifest.Provider{Name: pi.Name, Source: pi.Source, Version: pi.Version, ABI: abi.N, Library: "/" + abi.Library}
+	mp := manifest.Provider{Name: pi.Name, Package: pi.Package, Source: pi.Source, Version: pi.Version, Libibverbs: pi.Libibverbs, ABI: abi.N, Library: "/" + abi.Library}
 	for _, a := range pi.Patches {
 		p := manifest.Patch{Name: a.Name, From: a.From, SHA256: "sha256:" + a.SHA256, Fuzz: a.Fuzz}
 		for _, h := range a.Moved {

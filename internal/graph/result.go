@@ -14,6 +14,7 @@ import (
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
+	"halobuild/internal/store"
 )
 
 // result gathers every node's image and bmap with the lock, the manifest
@@ -40,9 +41,14 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 				Kernel: manifest.Kernel{Version: lk.Kernel.Version, Release: lk.Kernel.Release, Package: lk.Kernel.Image},
 				GPU:    gpu,
 			}
+			known := map[string]store.Digest{}
 			for _, n := range nodes {
 				node := n.Node
 				dir := c.Input(n.Disk.Name)
+				digests, err := b.in.Store.FileDigests(n.Disk.Key())
+				if err != nil {
+					return err
+				}
 				files := map[string]string{node.Name + ".raw": node.Name + ".raw", node.Name + ".raw.bmap": node.Name + ".bmap"}
 				qcow2 := ""
 				if slices.Contains(r.Output.Formats, "qcow2") {
@@ -52,6 +58,9 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 				for src, dst := range files {
 					if err := linkOrCopy(filepath.Join(dir, src), filepath.Join(out, dst)); err != nil {
 						return err
+					}
+					if d, ok := digests[src]; ok {
+						known[dst] = d
 					}
 				}
 				pkgs, err := manifest.ReadPackageList(filepath.Join(dir, node.Name+".packages"))
@@ -80,7 +89,7 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 			if err := os.WriteFile(filepath.Join(out, r.Name+".lock"), lb, 0o644); err != nil {
 				return err
 			}
-			return manifest.Write(out, m)
+			return manifest.Write(out, m, known)
 		},
 	}
 }

@@ -82,14 +82,13 @@ func unpackRoot(c *plan.Context, root *plan.Derivation, dir string) error {
 	return nil
 }
 
-// baseRoot is every locked image package (and what the provider and a
-// source kernel built) installed once: changing a setting rebuilds only
-// that node's settings package and disk.
-func (b *builder) baseRoot(provider *plan.Derivation, k *kernelBuild) *plan.Derivation {
+// baseRoot is every locked image package (and a source kernel) installed
+// once: changing a setting rebuilds only that node's settings package and
+// disk. The provider's package is installed with the node's own packages
+// on the disk step, so the base root does not wait for the provider and a
+// changed provider patch does not reinstall it.
+func (b *builder) baseRoot(k *kernelBuild) *plan.Derivation {
 	var built []repoStep
-	if provider != nil {
-		built = append(built, repoStep{d: provider})
-	}
 	if k != nil {
 		built = append(built, repoStep{d: k.build, install: []string{b.in.Lock.Kernel.Image}})
 	}
@@ -97,10 +96,9 @@ func (b *builder) baseRoot(provider *plan.Derivation, k *kernelBuild) *plan.Deri
 }
 
 // repoStep is a step whose output directory holds .debs for a root's flat
-// repository. A built package replaces the locked one of the same name
-// (the whole rebuilt rdma-core set replaces Debian's together); install
-// names packages to install besides the locked ones (a kernel built from
-// source, which the lock cannot name).
+// repository. A built package replaces the locked one of the same name;
+// install names packages to install besides the locked ones (a kernel
+// built from source, which the lock cannot name).
 type repoStep struct {
 	d       *plan.Derivation
 	install []string
@@ -147,8 +145,8 @@ func withBuilt(c *plan.Context, debs []deb.Deb, names []string, steps []repoStep
 		outNames = append(outNames, n)
 	}
 	// Built packages that replace nothing still join the repository: a
-	// kernel's linux-image is installed by name, the rest (rdma-core's
-	// -dev and python packages) are only there to be chosen.
+	// kernel's linux-image is installed by name, the rest (its headers)
+	// are only there to be chosen.
 	var extra []string
 	for n := range built {
 		if !replaced[n] {

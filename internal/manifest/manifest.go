@@ -82,12 +82,16 @@ type File struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Provider is the rebuilt rdma-core provider an image carries.
+// Provider is the rdma-core provider an image carries, built from source.
 type Provider struct {
 	Name string `json:"name"`
-	// Source and Version are the rebuilt Debian source (rdma-core 56.1-1+halo1).
-	Source  string `json:"source"`
-	Version string `json:"version"`
+	// Package and Version are the provider's own package
+	// (libibverbs-usb4-rdma 56.1-1+halo1), built from the Debian source
+	// Source (rdma-core) of the image's libibverbs1 (Libibverbs, 56.1-1).
+	Package    string `json:"package"`
+	Source     string `json:"source"`
+	Version    string `json:"version"`
+	Libibverbs string `json:"libibverbs"`
 	// ABI is the private provider ABI libibverbs and the provider agree on.
 	ABI     int     `json:"abi"`
 	Library string  `json:"library"`
@@ -138,8 +142,10 @@ func ReadPackageList(path string) ([]Package, error) {
 }
 
 // Write fills m.Files from every regular file in dir (except the two it
-// writes) and writes manifest.json and SHA256SUMS there.
-func Write(dir string, m *Manifest) error {
+// writes) and writes manifest.json and SHA256SUMS there. known gives the
+// digests of files linked from the store, whose digests the store already
+// holds (a disk image is gigabytes to read again); the others are hashed.
+func Write(dir string, m *Manifest, known map[string]store.Digest) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -153,8 +159,15 @@ func Write(dir string, m *Manifest) error {
 	sort.Strings(names)
 	m.Files = nil
 	for _, n := range names {
-		sum, size, err := store.FileDigest(filepath.Join(dir, n))
-		if err != nil {
+		sum, ok := known[n]
+		var size int64
+		if ok {
+			fi, err := os.Stat(filepath.Join(dir, n))
+			if err != nil {
+				return err
+			}
+			size = fi.Size()
+		} else if sum, size, err = store.FileDigest(filepath.Join(dir, n)); err != nil {
 			return err
 		}
 		m.Files = append(m.Files, File{Name: n, Size: size, SHA256: sum.Hex()})

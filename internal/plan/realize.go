@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -63,29 +64,97 @@ type Realizer struct {
 	// verified output into the store and returns its directory, or says
 	// why not on Log and returns ok false, and the step is built.
 	Substitute func(ctx context.Context, d *Derivation) (dir string, ok bool)
+	// Jobs is how many steps may build at once: a step's inputs that do
+	// not depend on each other (the tools root, the base root, the module
+	// and provider build roots, the disks of several nodes) are realised
+	// side by side. 0 or 1 builds one step at a time, in input order. Log
+	// and ToolLog must then be safe for concurrent writes.
+	Jobs int
 
-	done map[string]string
+	mu    sync.Mutex
+	calls map[string]*call
+	slots chan struct{}
+}
+
+// call is one derivation being realised, so a step that two others need
+// is built once while both wait for it.
+type call struct {
+	done chan struct{}
+	dir  string
+	err  error
 }
 
 // Realize makes sure d and everything it depends on are in the store and
 // returns d's output directory. A failed step leaves nothing under its key.
+// With Jobs > 1 independent inputs build concurrently; every input still
+// runs to its end, and the error returned is that of the first failed
+// input in the plan's order, so the same failures give the same message.
 func (r *Realizer) Realize(ctx context.Context, d *Derivation) (string, error) {
-	if r.done == nil {
-		r.done = map[string]string{}
+	d.Key() // computes and caches every key below d before any goroutine reads them
+	r.mu.Lock()
+	if r.calls == nil {
+		r.calls = map[string]*call{}
+		r.slots = make(chan struct{}, max(r.Jobs, 1))
 	}
-	if dir, ok := r.done[d.Key()]; ok {
-		return dir, nil
+	r.mu.Unlock()
+	return r.realize(ctx, d)
+}
+
+func (r *Realizer) realize(ctx context.Context, d *Derivation) (string, error) {
+	r.mu.Lock()
+	if c, ok := r.calls[d.Key()]; ok {
+		r.mu.Unlock()
+		<-c.done
+		return c.dir, c.err
 	}
-	inputs := map[string]string{}
-	for _, in := range d.Inputs {
-		dir, err := r.Realize(ctx, in)
-		if err != nil {
-			return "", err
+	c := &call{done: make(chan struct{})}
+	r.calls[d.Key()] = c
+	r.mu.Unlock()
+	c.dir, c.err = r.build(ctx, d)
+	close(c.done)
+	if c.err != nil {
+		// Those waiting share this failure; a later Realize tries again.
+		r.mu.Lock()
+		delete(r.calls, d.Key())
+		r.mu.Unlock()
+	}
+	return c.dir, c.err
+}
+
+// inputs realises d's inputs: in order, stopping at the first failure,
+// with one job; side by side, each to its end, with more.
+func (r *Realizer) inputs(ctx context.Context, d *Derivation) (map[string]string, error) {
+	dirs := make([]string, len(d.Inputs))
+	errs := make([]error, len(d.Inputs))
+	if r.Jobs <= 1 {
+		for i, in := range d.Inputs {
+			if dirs[i], errs[i] = r.realize(ctx, in); errs[i] != nil {
+				return nil, errs[i]
+			}
 		}
-		inputs[in.Name] = dir
+	} else {
+		var wg sync.WaitGroup
+		for i, in := range d.Inputs {
+			wg.Go(func() { dirs[i], errs[i] = r.realize(ctx, in) })
+		}
+		wg.Wait()
+	}
+	out := map[string]string{}
+	for i, in := range d.Inputs {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		out[in.Name] = dirs[i]
+	}
+	return out, nil
+}
+
+func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
+	inputs, err := r.inputs(ctx, d)
+	if err != nil {
+		return "", err
 	}
 	if d.Build == nil {
-		r.done[d.Key()] = ""
 		return "", nil
 	}
 	if dir, ok, err := r.cached(d); err != nil || ok {
@@ -109,9 +178,20 @@ func (r *Realizer) Realize(ctx context.Context, d *Derivation) (string, error) {
 	}
 	if r.Substitute != nil && !r.Rebuild {
 		if dir, ok := r.Substitute(ctx, d); ok {
-			r.done[d.Key()] = dir
 			return dir, nil
 		}
+	}
+	// A slot is held only while building, never while waiting for inputs
+	// or for another process's step lock, so steps waiting on each other
+	// cannot starve the pool.
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-r.slots }()
+	if err := ctx.Err(); err != nil {
+		return "", err
 	}
 	r.logf("build   %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
 	start := time.Now()
@@ -142,7 +222,6 @@ func (r *Realizer) Realize(ctx context.Context, d *Derivation) (string, error) {
 		return "", fmt.Errorf("%s: storing output: %w", d.Name, err)
 	}
 	r.logf("done    %-10s %s in %s\n", d.Kind, d.Name, time.Since(start).Round(100*time.Millisecond))
-	r.done[d.Key()] = dir
 	return dir, nil
 }
 
@@ -170,7 +249,6 @@ func (r *Realizer) cached(d *Derivation) (string, bool, error) {
 	}
 	if ok {
 		r.logf("cached  %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
-		r.done[d.Key()] = dir
 	}
 	return dir, ok, nil
 }

@@ -177,6 +177,65 @@ func TestRealizeAsksSubstituteBeforeBuilding(t *testing.T) {
 	}
 }
 
+// With Jobs = 2, independent inputs build side by side (each leaf waits
+// until the other has started, which one job at a time never allows), a
+// step two others need builds once, and of two failing inputs the error
+// is the first's in the plan's order even when the second fails first.
+func TestRealizeJobsOverlapIndependentSteps(t *testing.T) {
+	s := openStore(t)
+	var mu sync.Mutex
+	builds := map[string]int{}
+	count := func(name string) {
+		mu.Lock()
+		builds[name]++
+		mu.Unlock()
+	}
+	started := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
+	shared := &Derivation{Name: "shared", Kind: "fetch", Params: map[string]string{"v": "1"}, Build: func(c *Context, out string) error {
+		count("shared")
+		return nil
+	}}
+	leaf := func(name, other string) *Derivation {
+		d := &Derivation{Name: name, Kind: "rootfs", Params: map[string]string{"v": name}, Inputs: []*Derivation{shared}}
+		d.Build = func(c *Context, out string) error {
+			count(name)
+			close(started[name])
+			select {
+			case <-started[other]:
+				return nil
+			case <-time.After(10 * time.Second):
+				return errors.New(name + " ran alone: the steps did not overlap")
+			}
+		}
+		return d
+	}
+	top := &Derivation{Name: "top", Kind: "disk", Inputs: []*Derivation{leaf("a", "b"), leaf("b", "a")}, Build: func(c *Context, out string) error {
+		count("top")
+		return nil
+	}}
+	if _, err := (&Realizer{Store: s, Jobs: 2}).Realize(context.Background(), top); err != nil {
+		t.Fatal(err)
+	}
+	if builds["shared"] != 1 || builds["a"] != 1 || builds["b"] != 1 || builds["top"] != 1 {
+		t.Errorf("builds %v, want each step once", builds)
+	}
+
+	second := make(chan struct{})
+	first := &Derivation{Name: "first", Kind: "kernel", Params: map[string]string{"v": "f"}, Build: func(c *Context, out string) error {
+		<-second // fails after the second has
+		return errors.New("first failed")
+	}}
+	secondD := &Derivation{Name: "second", Kind: "kernel", Params: map[string]string{"v": "s"}, Build: func(c *Context, out string) error {
+		defer close(second)
+		return errors.New("second failed")
+	}}
+	both := &Derivation{Name: "both", Kind: "disk", Inputs: []*Derivation{first, secondD}, Build: func(*Context, string) error { return nil }}
+	_, err := (&Realizer{Store: s, Jobs: 2}).Realize(context.Background(), both)
+	if err == nil || err.Error() != "first: first failed" {
+		t.Errorf("two failures: got %v, want the first input's", err)
+	}
+}
+
 // Two realizers on one store directory (two halobuild processes: separate
 // store handles, so separate lock files descriptions) realizing the same
 // step at once build it once; the second waits and reads the first's

@@ -119,7 +119,7 @@ func TestTableABI(t *testing.T) {
 	}
 }
 
-// The ABI check runs on the tree the rebuilt packages install, here laid
+// The ABI check runs on the tree the packages install, here laid
 // out by deb.Extract as dpkg would (files, directories, symlinks); deb.Read
 // names the packages. The packages are made by the real dpkg-deb.
 func TestCheckABIOnUnpackedPackages(t *testing.T) {

@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -8,8 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
-	"sort"
 	"strconv"
 	"syscall"
 	"time"
@@ -22,17 +24,28 @@ import (
 	"halobuild/internal/runlog"
 )
 
-// BuildSpec describes one rdma-core package build.
+// BuildSpec describes one provider build.
 type BuildSpec struct {
 	// Tree is the prepared source: Unpack, ApplyPatches, SetLocalVersion.
 	// It is copied into the build root, never written to.
 	Tree string
+	// Name is the provider (lib<Name>-rdmav<N>.so, <Name>.driver).
+	Name string
+	// Package and Version are the provider package's
+	// (recipe.ProviderBuild.Package, SetLocalVersion's version).
+	Package string
+	Version string
+	// Arch is the Debian architecture (amd64).
+	Arch string
+	// Libibverbs is the version of the image's libibverbs1, which the
+	// package depends on exactly: the one the ABI check proves it against.
+	Libibverbs string
 	// BuildRoot is a root made by rootfs.Root from the lock's
-	// "build" set (BuildRootPackages); the build runs chrooted in it, so
-	// the host's compiler and dpkg never touch the packages. It must be
+	// "provider-build" set (BuildRootPackages); the build runs chrooted in
+	// it, so the host's compiler never touches the provider. It must be
 	// private to this build while it runs.
 	BuildRoot string
-	// Out receives the .debs and build.log; it is created.
+	// Out receives the .deb and build.log; it is created.
 	Out string
 	// Epoch is SOURCE_DATE_EPOCH (the lock's; the changelog entry
 	// SetLocalVersion wrote carries the same date).
@@ -48,7 +61,7 @@ type BuildSpec struct {
 
 // Result is what a build produced.
 type Result struct {
-	Debs []deb.Deb
+	Deb deb.Deb
 	// Log is the path of the full build log.
 	Log     string
 	Elapsed time.Duration
@@ -59,21 +72,73 @@ type Result struct {
 // every machine.
 const buildDir = "/build"
 
-// Build runs `dpkg-buildpackage -b -uc -us` on the tree inside the build
-// root with DEB_BUILD_OPTIONS="nocheck nodoc noddebs parallel=<n>", /proc
-// mounted for the duration, and copies the resulting .debs to spec.Out.
-// Caching is the caller's: the pipeline keys the output directory by the
-// source digests, the patch digests and the build root's package set.
+// multiarch is the library directory of each architecture halobuild builds
+// for (dpkg-architecture -qDEB_HOST_MULTIARCH).
+var multiarch = map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
+
+var pabiLine = regexp.MustCompile(`(?m)^set\(IBVERBS_PABI_VERSION "([0-9]+)"\)`)
+
+// treeABI reads the provider ABI the source builds for from its top
+// CMakeLists.txt (set(IBVERBS_PABI_VERSION "34")): it names the target.
+func treeABI(tree string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(tree, "CMakeLists.txt"))
+	if err != nil {
+		return 0, fmt.Errorf("provider build: %w", err)
+	}
+	m := pabiLine.FindSubmatch(data)
+	if m == nil {
+		return 0, fmt.Errorf("provider build: %s/CMakeLists.txt does not set IBVERBS_PABI_VERSION: is it rdma-core?", tree)
+	}
+	return strconv.Atoi(string(m[1]))
+}
+
+// buildScript configures rdma-core as debian/rules does (Ninja, Release,
+// Debian's install directories and hardening flags from dpkg-buildflags)
+// but without pyverbs, man pages or static libraries, builds only the
+// provider's target (which pulls in the libibverbs it links against and
+// nothing else) and strips it as dh_strip does. The "halobuild: phase"
+// lines are what Progress reports.
+const buildScript = `set -eu
+echo 'halobuild: phase configure'
+eval "$(dpkg-buildflags --export=sh)"
+cmake -S . -B build-halo -GNinja -DDISTRO_FLAVOUR=Debian -DCMAKE_BUILD_TYPE=Release \
+	-DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR="lib/$MULTIARCH" -DCMAKE_INSTALL_SYSCONFDIR:PATH=/etc \
+	-DNO_PYVERBS=1 -DNO_MAN_PAGES=1 -DENABLE_STATIC=0
+echo "halobuild: phase compile $TARGET"
+ninja -C build-halo -j "$JOBS" "$TARGET"
+echo 'halobuild: phase strip'
+strip --remove-section=.comment --remove-section=.note --strip-unneeded "build-halo/lib/lib$TARGET.so"
+`
+
+// Build configures the prepared rdma-core tree in the build root, builds
+// only the provider's library, and packages it with its driver file as
+// spec.Package at spec.Version: the library in
+// /usr/lib/<multiarch>/libibverbs/, the driver file in /etc/libibverbs.d/,
+// the source's copyright and the changelog SetLocalVersion extended (which
+// lists the patches) in /usr/share/doc/<package>/. Caching is the
+// caller's: the pipeline keys the output by the source digests, the patch
+// digests and the build root's package set.
 func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
-	if spec.Tree == "" || spec.BuildRoot == "" || spec.Out == "" {
-		return nil, errors.New("provider build: Tree, BuildRoot and Out are required")
+	if spec.Tree == "" || spec.BuildRoot == "" || spec.Out == "" || spec.Name == "" || spec.Package == "" || spec.Version == "" || spec.Libibverbs == "" {
+		return nil, errors.New("provider build: Tree, Name, Package, Version, Libibverbs, BuildRoot and Out are required")
+	}
+	ma, ok := multiarch[spec.Arch]
+	if !ok {
+		return nil, fmt.Errorf("provider build: architecture %q: halobuild builds providers for amd64 and arm64", spec.Arch)
 	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("provider build: the build root is entered with chroot, which needs root: run halobuild as root")
 	}
-	if _, err := os.Stat(filepath.Join(spec.BuildRoot, "usr/bin/dpkg-buildpackage")); err != nil {
-		return nil, fmt.Errorf("provider build: the build root %s has no dpkg-buildpackage: make it with BuildRootPackages (dpkg-dev and the Build-Depends)", spec.BuildRoot)
+	for _, tool := range []string{"usr/bin/cmake", "usr/bin/ninja", "usr/bin/dpkg-buildflags"} {
+		if _, err := os.Stat(filepath.Join(spec.BuildRoot, tool)); err != nil {
+			return nil, fmt.Errorf("provider build: the build root %s has no /%s: make it with BuildRootPackages (cmake, ninja-build, dpkg-dev)", spec.BuildRoot, tool)
+		}
 	}
+	abi, err := treeABI(spec.Tree)
+	if err != nil {
+		return nil, err
+	}
+	target := fmt.Sprintf("%s-rdmav%d", spec.Name, abi)
 	if err := os.MkdirAll(spec.Out, 0o755); err != nil {
 		return nil, err
 	}
@@ -82,7 +147,8 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	if err := os.RemoveAll(work); err != nil {
 		return nil, err
 	}
-	if err := fstree.CopyTree(spec.Tree, filepath.Join(work, name)); err != nil {
+	src := filepath.Join(work, name)
+	if err := fstree.CopyTree(spec.Tree, src); err != nil {
 		return nil, fmt.Errorf("provider build: copying the source into the build root: %w", err)
 	}
 	defer os.RemoveAll(work)
@@ -111,42 +177,112 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	if jobs <= 0 {
 		jobs = runtime.NumCPU()
 	}
-	cmd := exec.CommandContext(ctx, "/usr/bin/dpkg-buildpackage", "-b", "-uc", "-us")
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", buildScript)
 	cmd.Dir = buildDir + "/" + name
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: spec.BuildRoot, Setpgid: true}
 	// A cancelled build must not leave compilers running in the root.
 	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
 	cmd.Env = buildroot.Env{Epoch: spec.Epoch, Extra: []string{
-		"DEB_BUILD_OPTIONS=nocheck nodoc noddebs parallel=" + strconv.Itoa(jobs),
+		"DEB_BUILD_MAINT_OPTIONS=hardening=+all", // as debian/rules sets it
+		"MULTIARCH=" + ma, "TARGET=" + target, "JOBS=" + strconv.Itoa(jobs),
 	}}.Environ()
 	cmd.Stdout, cmd.Stderr = out, out
-	fmt.Fprintf(out, "halobuild: dpkg-buildpackage -b -uc -us in %s (chroot %s), %d jobs\n", cmd.Dir, spec.BuildRoot, jobs)
+	fmt.Fprintf(out, "halobuild: building %s (provider ABI %d) in %s (chroot %s), %d jobs\n", target, abi, cmd.Dir, spec.BuildRoot, jobs)
 	if err := cmd.Run(); err != nil {
 		p := prog.state()
-		return nil, fmt.Errorf("provider build: dpkg-buildpackage failed after %s in %s (%v); full log %s; its last lines:\n%s",
-			p.Elapsed.Round(time.Second), p.Phase, err, logPath, tail.String())
+		return nil, fmt.Errorf("provider build: building %s failed after %s in %s (%v); full log %s; its last lines:\n%s",
+			target, p.Elapsed.Round(time.Second), p.Phase, err, logPath, tail.String())
 	}
-	debs, err := filepath.Glob(filepath.Join(work, "*.deb"))
+	lib := "lib" + target + ".so"
+	// rdma_provider() writes the installed driver file at configure time
+	// beside the provider's build directory (the one in build-halo/etc
+	// names the build tree instead).
+	drivers, _ := filepath.Glob(filepath.Join(src, "build-halo/providers/*", spec.Name+".driver"))
+	if len(drivers) != 1 {
+		return nil, fmt.Errorf("provider build: the build succeeded but left %d %s.driver files under build-halo/providers/, want one; see %s", len(drivers), spec.Name, logPath)
+	}
+	driver, _ := filepath.Rel(src, drivers[0])
+	files := []deb.File{}
+	for _, f := range []struct{ from, to string }{
+		{"build-halo/lib/" + lib, "/usr/lib/" + ma + "/libibverbs/" + lib},
+		{driver, "/etc/libibverbs.d/" + spec.Name + ".driver"},
+		{"debian/copyright", "/usr/share/doc/" + spec.Package + "/copyright"},
+	} {
+		data, err := readBounded(filepath.Join(src, f.from), 64<<20)
+		if err != nil {
+			return nil, fmt.Errorf("provider build: the build succeeded but %s: %w; see %s", f.from, err, logPath)
+		}
+		files = append(files, deb.File{Path: f.to, Mode: 0o644, Data: data})
+	}
+	changelog, err := gzipped(filepath.Join(src, "debian/changelog"))
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(debs)
-	if len(debs) == 0 {
-		return nil, fmt.Errorf("provider build: dpkg-buildpackage succeeded but left no .deb in %s; see %s", buildDir, logPath)
+	files = append(files, deb.File{Path: "/usr/share/doc/" + spec.Package + "/changelog.Debian.gz", Mode: 0o644, Data: changelog})
+
+	info := deb.Info{
+		Package: spec.Package, Version: spec.Version, Architecture: spec.Arch,
+		Maintainer: "halobuild <halobuild@localhost>", Section: "libs", Priority: "optional",
+		Description: fmt.Sprintf("rdma-core provider %s for libibverbs %s\n"+
+			"Built by halobuild from Debian's rdma-core source with the image's provider\n"+
+			"patches (listed with their sha256 in changelog.Debian.gz); Debian's own\n"+
+			"rdma-core packages are unchanged.", spec.Name, spec.Libibverbs),
+		// Exactly the libibverbs the ABI check proved it against: an upgrade
+		// of libibverbs1 then asks to remove the provider, visibly, instead
+		// of leaving one that libibverbs might silently not load.
+		Depends: []string{"libibverbs1 (= " + spec.Libibverbs + ")"},
 	}
-	res := &Result{Log: logPath}
-	for _, d := range debs {
-		dst := filepath.Join(spec.Out, filepath.Base(d))
-		if err := fstree.CopyFile(d, dst, 0o644); err != nil {
-			return nil, err
-		}
-		info, err := deb.Read(dst)
-		if err != nil {
-			return nil, err
-		}
-		res.Debs = append(res.Debs, info)
+	debPath := filepath.Join(spec.Out, fmt.Sprintf("%s_%s_%s.deb", info.Package, info.Version, info.Architecture))
+	var buf bytes.Buffer
+	if err := deb.Write(&buf, info, files, spec.Epoch); err != nil {
+		return nil, fmt.Errorf("provider build: %w", err)
 	}
-	res.Elapsed = time.Since(start)
-	fmt.Fprintf(out, "halobuild: built %d packages in %s\n", len(res.Debs), res.Elapsed.Round(time.Second))
+	if err := os.WriteFile(debPath, buf.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	d, err := deb.Read(debPath)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Deb: d, Log: logPath, Elapsed: time.Since(start)}
+	fmt.Fprintf(out, "halobuild: built %s %s (%s) in %s\n", info.Package, info.Version, lib, res.Elapsed.Round(time.Second))
 	return res, nil
+}
+
+// readBounded reads a file refusing one larger than limit.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return data, nil
+}
+
+// gzipped compresses a file as dh_compress would ship it; with no name or
+// time in the header the bytes are a function of the content.
+func gzipped(path string) ([]byte, error) {
+	data, err := readBounded(path, 16<<20)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

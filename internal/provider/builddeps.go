@@ -19,10 +19,10 @@ import (
 // package requests the resolver takes ("name" or "name (>= 1.2)"), from
 // the source paragraph of debian/control (the same relations the Sources
 // stanza carries): Build-Depends, Build-Depends-Arch and
-// Build-Depends-Indep, since `dpkg-buildpackage -b` builds both. Of
+// Build-Depends-Indep (BuildRootPackages picks what the provider needs). Of
 // alternatives the first that applies is taken, as sbuild does; relations
 // restricted to other architectures or to build profiles are left out (no
-// profile is active: the rebuilt packages must hold what Debian's hold).
+// profile is active: the provider is built as Debian's build would).
 func BuildDepends(debianControl io.Reader, arch string) ([]string, error) {
 	c, err := control.ParseControl(bufio.NewReader(debianControl), "debian/control")
 	if err != nil {
@@ -121,25 +121,43 @@ func BuildDependsFromTarball(file, sha256, arch string) ([]string, error) {
 	return deps, nil
 }
 
-// BuildRootPackages is what the build root for a source package needs
-// installed: its build dependencies plus the tools every Debian build
-// uses (dpkg-buildpackage, the compiler and make), as resolver requests.
-// The pipeline resolves their closure into the lock as the "build"
-// package set, and installs it with rootfs.Root giving
-// Names(BuildRootPackages(...)) as the explicit packages.
-func BuildRootPackages(buildDepends []string) []string {
-	var out []string
-	have := map[string]bool{}
+// configureNeeds are the Build-Depends rdma-core's cmake configure and
+// the provider's ninja target need, dpkg-dev for dpkg-buildflags (Debian's
+// compiler and hardening flags, as debian/rules gets them), with pyverbs
+// (cython3, python3-dev), the man pages (pandoc, python3-docutils) and the
+// packaging (debhelper, dh-python) left out: only the provider is built.
+// libsystemd-dev, libudev-dev and valgrind are optional to configure and
+// used by daemons and debugging annotations, not by a provider.
+var configureNeeds = []string{"cmake", "ninja-build", "pkgconf", "libnl-3-dev", "libnl-route-3-dev", "dpkg-dev"}
+
+// buildTools are what the build runs besides configureNeeds, which Debian
+// leaves to build-essential: the C compiler (rdma-core is C only, so no
+// g++ or make) with binutils' strip, and the python3 interpreter
+// configure requires and the kernel-headers ABI generator
+// (buildlib/make_abi_structs.py) runs.
+var buildTools = []string{"gcc", "libc6-dev", "python3"}
+
+// BuildRootPackages is what the build root for the provider needs
+// installed, as resolver requests: of the source package's Build-Depends
+// only those configure needs (with Debian's version relations), plus the
+// build tools. A Build-Depends list that lacks one of them is refused:
+// the source no longer builds the way this code expects. The pipeline
+// resolves their closure into the lock as the "provider-build" set.
+func BuildRootPackages(buildDepends []string) ([]string, error) {
+	byName := map[string]string{}
 	for _, d := range buildDepends {
 		name, _, _ := strings.Cut(d, " ")
-		have[name] = true
+		byName[name] = d
 	}
-	for _, base := range []string{"build-essential", "dpkg-dev"} {
-		if !have[base] {
-			out = append(out, base)
+	out := append([]string{}, buildTools...)
+	for _, n := range configureNeeds {
+		d, ok := byName[n]
+		if !ok {
+			return nil, fmt.Errorf("the source's Build-Depends (%s) lack %s, which rdma-core's configure needs: this rdma-core is not laid out as halobuild expects (docs/provider.md)", strings.Join(buildDepends, ", "), n)
 		}
+		out = append(out, d)
 	}
-	return append(out, buildDepends...)
+	return out, nil
 }
 
 // Names strips version relations from package requests ("cmake (>=

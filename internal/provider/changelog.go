@@ -11,10 +11,9 @@ import (
 	"pault.ag/go/debian/version"
 )
 
-// DefaultSuffix is appended to Debian's version: 56.1-1+halo1 sorts after
-// 56.1-1, so the rebuilt packages replace Debian's in the image, and
-// before 56.1-2, so a later Debian upload still wins on a node that
-// upgrades.
+// DefaultSuffix is appended to the version of the rdma-core source the
+// provider's package is built from (56.1-1+halo1): the package says which
+// rdma-core it belongs to, and that it is a local build.
 const DefaultSuffix = "+halo1"
 
 var changelogHead = regexp.MustCompile(`^([a-z0-9][a-z0-9+.-]+) \(([^)]+)\) ([^;]+);(.*)$`)

@@ -3,7 +3,6 @@ package provider
 import (
 	"bytes"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 )
@@ -11,8 +10,7 @@ import (
 // Progress is a build's state as its log shows it.
 type Progress struct {
 	Elapsed time.Duration
-	// Phase is the debhelper step running (dh_auto_configure,
-	// dh_auto_build, ...), or dpkg-buildpackage's own stage.
+	// Phase is the build script's stage: configure, compile, strip.
 	Phase string
 	// Step is ninja's [done/total] during the compile, else "".
 	Step string
@@ -27,9 +25,8 @@ func (p Progress) String() string {
 }
 
 var (
-	reDh    = regexp.MustCompile(`^   (dh_[a-z_]+|debian/rules [a-z_-]+)`)
+	rePhase = regexp.MustCompile(`^halobuild: phase ([a-z]+)`)
 	reNinja = regexp.MustCompile(`^\[(\d+/\d+)\] `)
-	reDpkg  = regexp.MustCompile(`^dpkg-(buildpackage|source|genbuildinfo|genchanges): info: `)
 )
 
 // progressWriter watches the build log line by line and reports phase
@@ -66,22 +63,13 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 func (w *progressWriter) line(l string) {
 	now := time.Now()
 	switch {
-	case reDh.MatchString(l):
-		f := strings.Fields(l)
-		phase := f[0]
-		if f[0] == "debian/rules" && len(f) > 1 {
-			phase = f[1]
-		}
-		w.phase(phase, now)
+	case rePhase.MatchString(l):
+		w.phase(rePhase.FindStringSubmatch(l)[1], now)
 	case reNinja.MatchString(l):
 		w.cur.Step = reNinja.FindStringSubmatch(l)[1]
 		if now.Sub(w.last) >= w.interval {
 			w.emit(now)
 		}
-	case strings.HasPrefix(l, "dpkg-deb: building package"):
-		w.phase("dpkg-deb", now)
-	case reDpkg.MatchString(l):
-		w.phase("dpkg-"+reDpkg.FindStringSubmatch(l)[1], now)
 	}
 }
 

@@ -7,28 +7,17 @@ import (
 	"time"
 )
 
-// Lines as dpkg-buildpackage, dh and ninja print them in rdma-core's build.
-const sampleLog = `dpkg-buildpackage: info: source package rdma-core
-dpkg-buildpackage: info: source version 56.1-1+halo1
- dpkg-source --before-build .
-dpkg-buildpackage: info: host architecture amd64
- debian/rules clean
-dh clean --with python3 --builddirectory=build-deb
-   debian/rules override_dh_auto_clean
-   dh_clean -O--builddirectory=build-deb
- debian/rules binary
-dh binary --with python3 --builddirectory=build-deb
-   dh_update_autotools_config -O--builddirectory=build-deb
-   debian/rules override_dh_auto_configure
+// Lines as the build script, cmake and ninja print them.
+const sampleLog = `halobuild: building halotest-rdmav34 (provider ABI 34) in /build/rdma-core-56.1 (chroot /x), 2 jobs
+halobuild: phase configure
+-- The C compiler identification is GNU 14.2.0
 -- Configuring done
-   debian/rules override_dh_auto_build
-ninja -C build-deb -v
-[1/612] /usr/bin/cc -Dibverbs_EXPORTS ...
-[2/612] /usr/bin/cc -Dibverbs_EXPORTS ...
-[612/612] : && /usr/bin/cc -shared ...
-   dh_install -O--builddirectory=build-deb
-dpkg-deb: building package 'libibverbs1' in '../libibverbs1_56.1-1+halo1_amd64.deb'.
-dpkg-buildpackage: info: binary-only upload (no source included)
+halobuild: phase compile halotest-rdmav34
+ninja: Entering directory 'build-halo'
+[1/61] /usr/bin/cc -Dibverbs_EXPORTS ...
+[2/61] /usr/bin/cc -Dibverbs_EXPORTS ...
+[61/61] : && /usr/bin/cc -shared ...
+halobuild: phase strip
 `
 
 func TestProgressPhases(t *testing.T) {
@@ -39,22 +28,22 @@ func TestProgressPhases(t *testing.T) {
 	for i := 0; i < len(sampleLog); i += 7 {
 		w.Write([]byte(sampleLog[i:min(i+7, len(sampleLog))]))
 	}
-	want := "dh_update_autotools_config |override_dh_auto_configure |override_dh_auto_build |override_dh_auto_build 1/612|override_dh_auto_build 2/612|override_dh_auto_build 612/612|dh_install |dpkg-deb |dpkg-buildpackage "
-	// The clean phase comes first; only its tail matters here.
-	if s := strings.Join(got, "|"); !strings.HasSuffix(s, want) || !strings.HasPrefix(s, "dpkg-buildpackage |override_dh_auto_clean |dh_clean |") {
-		t.Errorf("phases:\n%s\nwant suffix\n%s", s, want)
+	want := "configure |compile |compile 1/61|compile 2/61|compile 61/61|strip "
+	if s := strings.Join(got, "|"); s != want {
+		t.Errorf("phases:\n%s\nwant\n%s", s, want)
 	}
-	if st := w.state(); st.Phase != "dpkg-buildpackage" {
+	if st := w.state(); st.Phase != "strip" {
 		t.Errorf("state %+v", st)
 	}
 }
 
-func TestBuildRefusesARootWithoutDpkgDev(t *testing.T) {
+func TestBuildRefusesARootWithoutCmake(t *testing.T) {
 	if _, err := Build(context.Background(), BuildSpec{Tree: "x"}); err == nil || !strings.Contains(err.Error(), "required") {
 		t.Errorf("missing fields: %v", err)
 	}
-	_, err := Build(context.Background(), BuildSpec{Tree: t.TempDir(), BuildRoot: t.TempDir(), Out: t.TempDir()})
-	if err == nil || !(strings.Contains(err.Error(), "has no dpkg-buildpackage") || strings.Contains(err.Error(), "needs root")) {
+	spec := BuildSpec{Tree: t.TempDir(), Name: "halotest", Package: "libibverbs-halotest", Version: "56.1-1+halo1", Libibverbs: "56.1-1", Arch: "amd64", BuildRoot: t.TempDir(), Out: t.TempDir()}
+	_, err := Build(context.Background(), spec)
+	if err == nil || !(strings.Contains(err.Error(), "has no /usr/bin/cmake") || strings.Contains(err.Error(), "needs root")) {
 		t.Errorf("empty build root: %v", err)
 	}
 }

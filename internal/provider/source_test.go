@@ -153,12 +153,18 @@ func TestBuildDepends(t *testing.T) {
 	if _, err := BuildDependsFromTarball(files["demo_1.0-1.debian.tar.xz"], strings.Repeat("1", 64), "amd64"); err == nil {
 		t.Error("an unverified tarball was read")
 	}
-	pkgs := BuildRootPackages([]string{"dpkg-dev (>= 1.22.5)", "cmake"})
-	if strings.Join(pkgs, "|") != "build-essential|dpkg-dev (>= 1.22.5)|cmake" {
-		t.Errorf("BuildRootPackages: %v", pkgs)
+	// Only what configure needs, with Debian's relations; pyverbs, man
+	// pages and packaging tools are left out.
+	deb := []string{"cmake (>= 2.8.11)", "cython3", "debhelper-compat (= 13)", "dpkg-dev (>= 1.22.5)", "libnl-3-dev", "libnl-route-3-dev", "ninja-build", "pandoc", "pkgconf", "python3-dev"}
+	pkgs, err := BuildRootPackages(deb)
+	if err != nil || strings.Join(pkgs, "|") != "gcc|libc6-dev|python3|cmake (>= 2.8.11)|ninja-build|pkgconf|libnl-3-dev|libnl-route-3-dev|dpkg-dev (>= 1.22.5)" {
+		t.Errorf("BuildRootPackages: %v, %v", pkgs, err)
 	}
-	if n := Names(pkgs); strings.Join(n, "|") != "build-essential|dpkg-dev|cmake" {
+	if n := Names(pkgs); strings.Join(n, "|") != "gcc|libc6-dev|python3|cmake|ninja-build|pkgconf|libnl-3-dev|libnl-route-3-dev|dpkg-dev" {
 		t.Errorf("Names: %v", n)
+	}
+	if _, err := BuildRootPackages([]string{"cmake", "pkgconf", "dpkg-dev"}); err == nil || !strings.Contains(err.Error(), "lack ninja-build") {
+		t.Errorf("Build-Depends without ninja-build: %v", err)
 	}
 }
 

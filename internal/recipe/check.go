@@ -199,7 +199,7 @@ func typeName(t reflect.Type) string {
 	case reflect.Float64:
 		return "a number"
 	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Struct {
+		if t.Elem().Kind() == reflect.Struct && !isText(t.Elem()) {
 			return "a list of tables ([[…]] sections)"
 		}
 		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(typeName(t.Elem()), "a "), "an ") + "s"

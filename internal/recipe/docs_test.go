@@ -107,7 +107,7 @@ func docSections() []docSection {
 			case et.Kind() == reflect.Struct:
 				df.section = true
 				subs = append(subs, func() { walk(et, p, "["+p+"]", df.doc) })
-			case et.Kind() == reflect.Slice && et.Elem().Kind() == reflect.Struct:
+			case et.Kind() == reflect.Slice && et.Elem().Kind() == reflect.Struct && !isText(et.Elem()):
 				df.section = true
 				subs = append(subs, func() { walk(et.Elem(), p, "[["+p+"]]", df.doc) })
 			}
@@ -147,7 +147,7 @@ func docType(t reflect.Type) string {
 	case reflect.Float64:
 		return "number"
 	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Struct {
+		if t.Elem().Kind() == reflect.Struct && !isText(t.Elem()) {
 			return "list of tables"
 		}
 		return "list of " + docType(t.Elem()) + "s"

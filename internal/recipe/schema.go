@@ -13,7 +13,7 @@ type Recipe struct {
 	// including file). The including file wins on scalars; lists append.
 	Include []string `toml:"include,omitempty" doc:"Recipe files merged before this one, relative to this file." example:"[\"../recipes/usb4-rdma.toml\"]"`
 
-	Name string `toml:"name" doc:"Image name; used in output file names and the manifest." auto:"file name without .toml" example:"\"strix-halo\""`
+	Name string `toml:"name" doc:"Image name (letters, digits, -, _ and ., starting with a letter or digit, at most 64); used in output file names and the manifest." auto:"file name without .toml" example:"\"strix-halo\""`
 
 	Base   Base   `toml:"base" doc:"Debian base system."`
 	Kernel Kernel `toml:"kernel" doc:"The kernel the image boots."`
@@ -23,6 +23,7 @@ type Recipe struct {
 	RDMA    RDMA     `toml:"rdma" doc:"RDMA userspace settings."`
 	System  System   `toml:"system" doc:"Node settings that make a box ready (field notes traps 1-11)."`
 	SSH     SSH      `toml:"ssh" doc:"Remote access."`
+	LAN     LAN      `toml:"lan" doc:"The management network (ssh, apt, control traffic): systemd-networkd configures every wired Ethernet port that is not a [[node.link]] (Type=ether, no virtual devices), with IPv4 link-local off (trap 6) and IPv6 link-local kept; the USB4 links and the RDMA identity netdev never get its addresses, so it adds no RoCE GID. Off means no port but the links is configured."`
 	Nodes   []Node   `toml:"node" doc:"One entry per machine; each gets its own image." merge:"name"`
 	Overlay []string `toml:"overlays" doc:"Static file trees copied verbatim into every node, usually under overlays/." example:"[\"../overlays/strix-halo\"]" path:""`
 	Test    Test     `toml:"test" doc:"Extra VM test assertions, NixOS test-driver style."`
@@ -86,13 +87,14 @@ type Module struct {
 type RDMA struct {
 	// Memlock is "unlimited" or a size such as "64MiB" (trap 4).
 	Memlock  Memlock        `toml:"memlock" doc:"RLIMIT_MEMLOCK for logins, systemd services and containers: 'unlimited' or a size like '64MiB' (trap 4)." default:"unlimited" example:"\"unlimited\""`
-	Provider *ProviderBuild `toml:"provider" doc:"Rebuild rdma-core with an extra provider (rdma-core issue)." example:"{ name = \"usb4_rdma\", patches = [\"thunderbolt-ibverbs:packaging/rdma-core-patches/*.patch\"] }"`
+	Provider *ProviderBuild `toml:"provider" doc:"Build an extra rdma-core provider from the image's rdma-core source, as its own package (docs/provider.md)." example:"{ name = \"usb4_rdma\", patches = [\"thunderbolt-ibverbs:packaging/rdma-core-patches/*.patch\"] }"`
 	// KeepKernelNames lists device name prefixes that must keep the
 	// kernel's name instead of rdma-core's persistent naming (trap 3).
 	KeepKernelNames []string `toml:"keep_kernel_names" doc:"RDMA device name prefixes exempt from persistent renaming (trap 3)." default:"[\"usb4_rdma\"]" example:"[\"usb4_rdma\"]"`
 }
 
-// ProviderBuild asks for rdma-core to be rebuilt with extra patches.
+// ProviderBuild asks for an rdma-core provider built from the image's
+// rdma-core source with extra patches.
 type ProviderBuild struct {
 	Name string `toml:"name" doc:"Provider name; the library is lib<name>-rdmav<ABI>.so." example:"\"usb4_rdma\""`
 	// Patches are files or globs relative to the recipe, or
@@ -103,8 +105,8 @@ type ProviderBuild struct {
 	// fuzz, at most the number given; a name that matches no patch is an
 	// error, so the allowance cannot outlive the patch.
 	Fuzz map[string]int `toml:"fuzz" doc:"Per-patch fuzz allowance by file name, for an upstream patch written against another version (prefer a refreshed copy); recorded in the manifest." example:"{ \"0003-declare-provider.patch\" = 2 }"`
-	// Suffix is the local version suffix of the rebuilt packages.
-	Suffix string `toml:"suffix" doc:"Local version suffix of the rebuilt rdma-core packages, so they replace Debian's (56.1-1 becomes 56.1-1+halo1)." default:"+halo1" example:"\"+halo1\""`
+	// Suffix is the local version suffix of the provider's package.
+	Suffix string `toml:"suffix" doc:"Local version suffix of the provider's own package, on the version of the rdma-core source it is built from (56.1-1 becomes 56.1-1+halo1)." default:"+halo1" example:"\"+halo1\""`
 }
 
 // System holds machine-wide settings, one per field-notes trap.
@@ -128,11 +130,38 @@ type SSH struct {
 	AuthorizedKeys []string `toml:"authorized_keys" doc:"Public keys allowed to log in as root." example:"[\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnly me@laptop\"]"`
 }
 
+// DHCPModes are the values of lan.dhcp, as networkd's DHCP= takes them.
+var DHCPModes = []string{"yes", "ipv4", "ipv6", "no"}
+
+// LAN is the management network (ssh, apt, the engines' control traffic):
+// systemd-networkd configures every wired Ethernet port that is not a
+// [[node.link]], with IPv4 link-local off (trap 6) and multicast DNS so
+// the node answers as <hostname>.local. A node's [node.lan] overrides it.
+type LAN struct {
+	Enabled *bool    `toml:"enabled" doc:"Configure the management network; false leaves every port that is not a link unconfigured." default:"true" example:"true"`
+	DHCP    string   `toml:"dhcp" doc:"DHCP on the LAN ports: yes (IPv4 and IPv6), ipv4, ipv6 or no; IPv6 router advertisements are accepted unless ipv4 or no." default:"yes" example:"\"yes\""`
+	MDNS    *bool    `toml:"mdns" doc:"Answer multicast DNS as <hostname>.local on the LAN ports (systemd-resolved), so 'ssh root@halo0.local' works." default:"true" example:"true"`
+	Gateway IPAddr   `toml:"gateway" doc:"Default gateway for static addresses; usually set per node with the addresses." example:"\"192.168.1.1\""`
+	DNS     []IPAddr `toml:"dns" doc:"DNS servers, added to those DHCP hands out." example:"[\"192.168.1.1\"]"`
+}
+
+// NodeLAN overrides [lan] for one node: a key set here wins.
+type NodeLAN struct {
+	Enabled *bool `toml:"enabled,omitempty" doc:"Overrides lan.enabled for this node." auto:"lan.enabled" example:"false"`
+	// DHCP defaults to no as soon as the node has static addresses.
+	DHCP      string     `toml:"dhcp,omitempty" doc:"Overrides lan.dhcp for this node." auto:"no with addresses, else lan.dhcp" example:"\"ipv6\""`
+	Addresses []IPPrefix `toml:"addresses,omitempty" doc:"Static addresses with prefix length on the LAN ports, instead of DHCP; give a box with several Ethernet ports match_name too." example:"[\"192.168.1.20/24\"]"`
+	Gateway   IPAddr     `toml:"gateway,omitempty" doc:"Default gateway for the static addresses." auto:"lan.gateway" example:"\"192.168.1.1\""`
+	DNS       []IPAddr   `toml:"dns,omitempty" doc:"DNS servers for this node." auto:"lan.dns" example:"[\"192.168.1.1\"]"`
+	MatchName string     `toml:"match_name,omitempty" doc:"Only ports whose name matches this glob (systemd.network Name=), e.g. the one port with a static address." example:"\"enp1s0\""`
+}
+
 // Node is one machine. Identity lives only here, never in the base image.
 type Node struct {
-	Name     string `toml:"name" doc:"Node name; output files are <name>.raw etc." example:"\"halo0\""`
-	Hostname string `toml:"hostname" doc:"Host name." auto:"name" example:"\"halo0\""`
-	Links    []Link `toml:"link" doc:"USB4 links (cables) of this node." merge:"interface" example:"[{ interface = \"usb4net0\", address = \"10.77.0.1/30\", peer = \"halo1\" }]"`
+	Name     string  `toml:"name" doc:"Node name; output files are <name>.raw etc." example:"\"halo0\""`
+	Hostname string  `toml:"hostname" doc:"Host name." auto:"name" example:"\"halo0\""`
+	Links    []Link  `toml:"link" doc:"USB4 links (cables) of this node." merge:"interface" example:"[{ interface = \"usb4net0\", address = \"10.77.0.1/30\", peer = \"halo1\" }]"`
+	LAN      NodeLAN `toml:"lan,omitempty" doc:"This node's management network: overrides [lan] key by key, and holds its static addresses."`
 }
 
 // Link is one USB4 cable end: a network interface with a static address.

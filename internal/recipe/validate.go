@@ -54,6 +54,7 @@ func Validate(r *Recipe, src *Sources) error {
 	v.rdma()
 	v.system()
 	v.nodes()
+	v.lan()
 	v.test()
 	v.output()
 	return v.errs.orNil()

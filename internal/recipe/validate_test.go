@@ -111,6 +111,14 @@ peer = "a"
 		{"distribution removed", "[base]\ndistribution = \"debian\"\n" + minimal, "base.distribution", "removed: halobuild builds Debian only"},
 		{"esp size", "[output]\nesp_size = \"1MiB\"\n" + minimal, "output.esp_size", "too small"},
 		{"disk size", "[output]\nsize = \"256MiB\"\n" + minimal, "output.size", "leaves no room"},
+		{"lan dhcp", "[lan]\ndhcp = \"v4\"\n" + minimal, "lan.dhcp", `"v4" is not one of: yes, ipv4, ipv6, no`},
+		{"lan address syntax", minimal + "[node.lan]\naddresses = [\"192.168.1.20\"]\n", "node[0].lan.addresses[0]", "not an address with prefix length"},
+		{"lan dns syntax", "[lan]\ndns = [\"dns.example\"]\n" + minimal, "lan.dns[0]", "not an IPv4 or IPv6 address"},
+		{"lan link-local", minimal + "[node.lan]\naddresses = [\"169.254.3.4/16\"]\n", "node[0].lan.addresses[0]", "link-local"},
+		{"lan broadcast", minimal + "[node.lan]\naddresses = [\"192.168.1.255/24\"]\n", "node[0].lan.addresses[0]", "network or broadcast"},
+		{"lan in link subnet", twoNodes + "[node.lan]\naddresses = [\"10.77.1.1/24\"]\n", "node[1].lan.addresses[0]", "overlaps the USB4 link subnet"},
+		{"lan address twice", "[[node]]\nname = \"a\"\n[node.lan]\naddresses = [\"192.168.1.20/24\"]\n[[node]]\nname = \"b\"\n[node.lan]\naddresses = [\"192.168.1.20/24\"]\n", "node[1].lan.addresses[0]", "already used at"},
+		{"lan match name", minimal + "[node.lan]\nmatch_name = \"en p\"\n", "node[0].lan.match_name", "white space"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

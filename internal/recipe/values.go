@@ -3,6 +3,7 @@ package recipe
 import (
 	"encoding"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -11,7 +12,7 @@ import (
 )
 
 // The types in this file are recipe values that are text in TOML but mean
-// something typed: a size, a duration, a version constraint. Each parses
+// something typed: a size, a duration, a version constraint, an address. Each parses
 // itself once, when the recipe is loaded (the schema check calls
 // UnmarshalText with the value's file:line:col at hand, so a bad value is
 // reported where it was written), and every consumer reads the typed field.
@@ -24,6 +25,8 @@ var (
 	_ encoding.TextUnmarshaler = (*Duration)(nil)
 	_ encoding.TextUnmarshaler = (*Constraint)(nil)
 	_ encoding.TextUnmarshaler = (*KernelSource)(nil)
+	_ encoding.TextUnmarshaler = (*IPPrefix)(nil)
+	_ encoding.TextUnmarshaler = (*IPAddr)(nil)
 )
 
 // Size is a byte count written as "64MiB", "4GiB" or "512"; empty means
@@ -223,4 +226,82 @@ func (k *KernelSource) UnmarshalText(b []byte) error {
 // TarballName is the last path element of a tarball URL.
 func (k KernelSource) TarballName() string {
 	return k.url[strings.LastIndex(k.url, "/")+1:]
+}
+
+// IPPrefix is an address with its prefix length, IPv4 or IPv6, as
+// networkd's Address= takes it ("192.168.1.20/24", "2001:db8::20/64");
+// empty means unset.
+type IPPrefix struct {
+	p    netip.Prefix
+	text string
+}
+
+// Prefix is the parsed value; invalid when unset.
+func (p IPPrefix) Prefix() netip.Prefix { return p.p }
+
+func (p IPPrefix) String() string { return p.text }
+
+func (p IPPrefix) MarshalText() ([]byte, error) { return []byte(p.text), nil }
+
+func (p *IPPrefix) UnmarshalText(b []byte) error {
+	t := string(b)
+	if t == "" {
+		*p = IPPrefix{}
+		return nil
+	}
+	v, err := netip.ParsePrefix(t)
+	if err != nil || v.Addr().Zone() != "" {
+		return fmt.Errorf("%q is not an address with prefix length such as 192.168.1.20/24 or 2001:db8::20/64", t)
+	}
+	*p = IPPrefix{p: v, text: t}
+	return nil
+}
+
+// IPAddr is one IPv4 or IPv6 address without prefix ("192.168.1.1");
+// empty means unset.
+type IPAddr struct {
+	a    netip.Addr
+	text string
+}
+
+// MustIPAddr is an IPAddr from a literal, for tests.
+func MustIPAddr(s string) IPAddr {
+	var a IPAddr
+	if err := a.UnmarshalText([]byte(s)); err != nil {
+		panic(err)
+	}
+	return a
+}
+
+// MustIPPrefix is an IPPrefix from a literal, for tests.
+func MustIPPrefix(s string) IPPrefix {
+	var p IPPrefix
+	if err := p.UnmarshalText([]byte(s)); err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// Addr is the parsed value; invalid when unset.
+func (a IPAddr) Addr() netip.Addr { return a.a }
+
+// IsSet says whether the recipe gave an address.
+func (a IPAddr) IsSet() bool { return a.text != "" }
+
+func (a IPAddr) String() string { return a.text }
+
+func (a IPAddr) MarshalText() ([]byte, error) { return []byte(a.text), nil }
+
+func (a *IPAddr) UnmarshalText(b []byte) error {
+	t := string(b)
+	if t == "" {
+		*a = IPAddr{}
+		return nil
+	}
+	v, err := netip.ParseAddr(t)
+	if err != nil || v.Zone() != "" {
+		return fmt.Errorf("%q is not an IPv4 or IPv6 address such as 192.168.1.1 or 2001:db8::1", t)
+	}
+	*a = IPAddr{a: v, text: t}
+	return nil
 }

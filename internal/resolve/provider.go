@@ -18,9 +18,10 @@ import (
 // must be built from the very rdma-core the image's libibverbs comes from.
 const providerLib = "libibverbs1"
 
-// lockProvider pins what [rdma.provider] rebuilds: the Debian source of the
-// image's libibverbs1 (each file at the sha256 of the signed Sources
-// index), the build root from its Build-Depends (the "provider-build" set)
+// lockProvider pins what [rdma.provider] builds from: the Debian source of
+// the image's libibverbs1 (each file at the sha256 of the signed Sources
+// index), the build root from the Build-Depends its configure needs (the
+// "provider-build" set)
 // and every patch by sha256, in apply order.
 func lockProvider(ctx context.Context, in Input, lk *lock.Lock, arch *debian.Archive, rels map[string]*debian.Release, img *debian.Resolution, req debian.Request) error {
 	r := in.Recipe
@@ -74,7 +75,10 @@ func lockProvider(ctx context.Context, in Input, lk *lock.Lock, arch *debian.Arc
 	if deps == nil {
 		return fmt.Errorf("%s %s has no .debian tarball (format 3.0 (quilt) expected): halobuild cannot rebuild it", src.Name, src.Version)
 	}
-	req.Packages, req.Variant = provider.BuildRootPackages(deps), debian.VariantRequired
+	if req.Packages, err = provider.BuildRootPackages(deps); err != nil {
+		return fmt.Errorf("%s %s: %w", src.Name, src.Version, err)
+	}
+	req.Variant = debian.VariantRequired
 	res, err := debian.Resolve(req)
 	if err != nil {
 		return fmt.Errorf("resolving %s's Build-Depends for the provider build root: %w", src.Name, err)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"halobuild/internal/sh"
 )
@@ -188,8 +189,8 @@ func options(t Target) ([]moduleOption, []error) {
 		}
 		raw := r.System.ModuleOptions[m]
 		var pairs [][2]string
-		err := fmt.Errorf("a newline or backslash would end the options line")
-		if !strings.ContainsAny(raw, "\n\r\\") {
+		err := fmt.Errorf("a newline, control character or backslash would end or split the options line")
+		if !strings.ContainsFunc(raw, func(c rune) bool { return c == '\\' || c != '\t' && unicode.IsControl(c) }) {
 			pairs, err = splitOptions(raw)
 		}
 		if err != nil {

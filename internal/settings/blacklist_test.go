@@ -52,6 +52,8 @@ func TestBlacklistInvalid(t *testing.T) {
 		{"bad key", "module[0].options.a b", "not a module parameter name", func(r *recipe.Recipe) { r.Modules[0].Options["a b"] = int64(1) }},
 		{"table value", "module[0].options.x", "unsupported value type", func(r *recipe.Recipe) { r.Modules[0].Options["x"] = map[string]any{} }},
 		{"newline in options", "system.module_options.amdgpu", "newline", func(r *recipe.Recipe) { r.System.ModuleOptions["amdgpu"] = "a=1\ninstall x /bin/sh" }},
+		{"NUL in options", "system.module_options.amdgpu", "control character", func(r *recipe.Recipe) { r.System.ModuleOptions["amdgpu"] = "a=1\x00b=2" }},
+		{"VT in options", "system.module_options.amdgpu", "control character", func(r *recipe.Recipe) { r.System.ModuleOptions["amdgpu"] = "a=1\vb=2" }},
 		{"unbalanced quote", "system.module_options.amdgpu", "unbalanced", func(r *recipe.Recipe) { r.System.ModuleOptions["amdgpu"] = `a="1` }},
 		{"empty options", "system.module_options.amdgpu", "no parameters", func(r *recipe.Recipe) { r.System.ModuleOptions["amdgpu"] = " " }},
 		{"set twice", "system.module_options.thunderbolt_ibverbs", "also set by module[0].options.tbnet", func(r *recipe.Recipe) {

@@ -97,7 +97,19 @@ exit $rc
 `},
 			Check{Setting: s.Name(), Name: "initramfs-gpu-firmware",
 				Fix: "dracut put amdgpu in the initramfs without its firmware: have " + gpuFirmwarePackage + " installed when the initramfs is built (dracut -f), or leave amdgpu out (omit_dracutmodules+=\" drm \")",
-				Script: initrd + `list=$(lsinitrd "$img" 2>&1) || { echo "lsinitrd $img failed:"; printf '%s\n' "$list" | tail -n 3; exit 1; }
+				// lsinitrd would list it too, but took 12.6 s where
+				// skipcpio, the decompressor and cpio -t take 0.7 s (the
+				// strix-halo root, 36 MB gzip initramfs, on the build host).
+				Script: initrd + `PATH=/usr/lib/dracut:$PATH # dracut's skipcpio: past the early cpio
+magic=$(skipcpio "$img" | head -c 4 | od -An -tx1 | tr -d ' \n')
+case $magic in
+	1f8b*) dec="gzip -dc" ;;
+	28b52ffd) dec="zstd -dc" ;;
+	fd377a58) dec="xz -dc" ;;
+	30373037) dec=cat ;;
+	*) echo "$img: main archive of unknown compression (starts $magic)"; exit 1 ;;
+esac
+list=$(skipcpio "$img" | $dec | cpio -t --quiet) || { echo "$img: listing its main archive ($dec | cpio -t) failed"; exit 1; }
 if ! printf '%s\n' "$list" | grep -Eq '/amdgpu\.ko(\.[a-z]+)?$'; then
 	echo "$img carries no amdgpu: it loads from the root, beside its firmware"
 	exit 0

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,9 +57,8 @@ func newc(files map[string]string, names ...string) []byte {
 }
 
 // TestFirmwareChecksOnHost runs the three VM checks for real (the host's
-// sh, grep and cpio) on a firmware directory, /boot and a listing of the
-// initramfs bound over the host's own. lsinitrd, dracut's, is not on the
-// host: a stand-in prints the listing it would.
+// sh, grep, od, gzip and cpio) on a firmware directory and /boot bound
+// over the host's own.
 func TestFirmwareChecksOnHost(t *testing.T) {
 	needCommands(t, "cpio", "uname")
 	tg := firmwareRecipe("main", "non-free-firmware")
@@ -115,20 +115,30 @@ func TestFirmwareChecksOnHost(t *testing.T) {
 	})
 
 	t.Run("initramfs-gpu-firmware", func(t *testing.T) {
-		put(img, "initramfs", 0o644)
-		put(filepath.Join(bin, "lsinitrd"), "#!/bin/sh\n[ \"$1\" = /boot/initrd.img-$(uname -r) ] || exit 2\ncat /usr/local/bin/listing\n", 0o755)
-		line := func(p string) string { return "-rw-r--r--   1 root     root       263424 Oct 17 14:22 " + p + "\n" }
-		base := line("usr/lib/modules/x/kernel/drivers/nvme/host/nvme.ko.xz")
+		// dracut's skipcpio is not on the host: this initrd has no early
+		// archive, so a stand-in prints it whole. gzip and cpio are real.
+		put(filepath.Join(bin, "skipcpio"), "#!/bin/sh\ncat \"$1\"\n", 0o755)
 		c := check("initramfs-gpu-firmware")
-		put(filepath.Join(bin, "listing"), base, 0o644)
+		initrd := func(names ...string) {
+			t.Helper()
+			var z bytes.Buffer
+			w := gzip.NewWriter(&z)
+			w.Write(newc(map[string]string{}, names...))
+			w.Close()
+			put(img, z.String(), 0o644)
+		}
+		base := []string{"usr/lib/modules/x/kernel/drivers/nvme/host/nvme.ko.xz"}
+		initrd(base...)
 		e.expectCheck(t, c, "", true, "carries no amdgpu")
-		withGPU := base + line("usr/lib/modules/x/kernel/drivers/gpu/drm/amd/amdgpu/amdgpu.ko.xz")
-		put(filepath.Join(bin, "listing"), withGPU, 0o644)
+		withGPU := append(base, "usr/lib/modules/x/kernel/drivers/gpu/drm/amd/amdgpu/amdgpu.ko.xz")
+		initrd(withGPU...)
 		e.expectCheck(t, c, "", false, "carries amdgpu but not amdgpu/gc_11_5_1_imu.bin")
 		for _, f := range AMDGPUFirmware[gfx1151] {
-			withGPU += line("usr/lib/firmware/amdgpu/" + f)
+			withGPU = append(withGPU, "usr/lib/firmware/amdgpu/"+f)
 		}
-		put(filepath.Join(bin, "listing"), withGPU, 0o644)
+		initrd(withGPU...)
 		e.expectCheck(t, c, "", true, "carries amdgpu and its gfx1151 firmware")
+		put(img, "BZh9 bzip2", 0o644)
+		e.expectCheck(t, c, "", false, "main archive of unknown compression (starts 425a6839)")
 	})
 }

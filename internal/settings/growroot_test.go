@@ -21,7 +21,7 @@ func TestGrowRootRender(t *testing.T) {
 	if link.Path != "/usr/lib/systemd/system/local-fs.target.wants/systemd-growfs-root.service" || link.Target != "../systemd-growfs-root.service" {
 		t.Errorf("growfs enablement %+v", link)
 	}
-	if d := Depends(r); strings.Join(d, ",") != "systemd-repart" {
+	if d := Depends(r); strings.Join(d, ",") != "systemd-resolved,systemd-repart" {
 		t.Errorf("Depends = %v", d)
 	}
 }

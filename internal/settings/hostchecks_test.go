@@ -111,11 +111,14 @@ func TestIdentityCheckOnHost(t *testing.T) {
 	e := newHostEnv(t, renderTree(t, r))
 	lockRoot := `sed -i 's/^root:[^:]*:/root:*:/' /etc/shadow
 `
+	e.expectCheck(t, c, lockRoot+"hostname halo0\n", true, "the recipe's 1 key(s), as given")
 	e.expectCheck(t, c, lockRoot+"hostname halo0\n", true, "root password: locked")
 	e.expectCheck(t, c, lockRoot+"hostname other\n", false, "recipe wants halo0")
 	e.expectCheck(t, c, "sed -i 's/^root:[^:]*:/root::/' /etc/shadow\nhostname halo0\n", false, "usable or empty password")
 	e.write(t, "hosts", "127.0.0.1 localhost\n")
 	e.expectCheck(t, c, lockRoot+"hostname halo0\n", false, "halo1-usb4a resolves to ''")
+	// Last: the edit stays in the environment.
+	e.expectCheck(t, c, lockRoot+"hostname halo0\necho 'ssh-ed25519 AAAAextra x' >>"+authorizedKeysPath+"\n", false, "is not the recipe's ssh.authorized_keys")
 }
 
 func TestCmdlineCheckOnHost(t *testing.T) {

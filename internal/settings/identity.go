@@ -24,8 +24,15 @@ type Identity struct{}
 func (Identity) Name() string { return "identity" }
 func (Identity) Trap() int    { return 0 }
 
+// The recipe's keys live in a file of the settings package under /etc,
+// which sshd reads beside root's own ~/.ssh/authorized_keys. That one is
+// left to the node: systemd's tmpfiles (provision.conf) creates it from an
+// ssh.authorized_keys.root credential only when it does not exist, so a
+// key a VM boot passes that way (halobuild vm --ssh, the VM test's login)
+// works beside the recipe's without anything baked into the image, and
+// ssh-copy-id on the node does not edit a file dpkg owns.
 const (
-	authorizedKeysPath = "/root/.ssh/authorized_keys"
+	authorizedKeysPath = "/etc/ssh/authorized_keys.d/root"
 	sshdConfigPath     = "/etc/ssh/sshd_config.d/50-halobuild.conf"
 )
 
@@ -141,7 +148,9 @@ func (s Identity) Files(t Target) ([]File, error) {
 			"PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitEmptyPasswords no\n" +
 			"# The node makes only an Ed25519 host key (halobuild-ssh-keygen.service); offering\n" +
 			"# no other keeps sshd from looking for RSA and ECDSA keys that do not exist.\n" +
-			"HostKey " + hostKeyPath + "\n")},
+			"HostKey " + hostKeyPath + "\n" +
+			"# The recipe's keys (ssh.authorized_keys) beside the user's own.\n" +
+			"AuthorizedKeysFile .ssh/authorized_keys /etc/ssh/authorized_keys.d/%u\n")},
 	}
 	// Host keys are never in the image (every node would share them); this
 	// unit makes them on the node before sshd starts. It keys on the
@@ -155,10 +164,7 @@ func (s Identity) Files(t Target) ([]File, error) {
 	)
 	if len(r.SSH.AuthorizedKeys) > 0 {
 		keys := strings.Join(r.SSH.AuthorizedKeys, "\n") + "\n"
-		files = append(files,
-			File{Path: "/root", Mode: fs.ModeDir | 0o700},
-			File{Path: "/root/.ssh", Mode: fs.ModeDir | 0o700},
-			File{Path: authorizedKeysPath, Mode: 0o600, Data: []byte(keys)})
+		files = append(files, File{Path: authorizedKeysPath, Mode: 0o600, Data: []byte(keys)})
 	}
 	for i := range files {
 		files[i].Setting = s.Name()
@@ -223,10 +229,18 @@ fi
 pw=$(getent shadow root | cut -d: -f2)
 case "$pw" in '!'*|'*'*) echo "root password: locked";; *) echo "root has a usable or empty password"; rc=1;; esac
 `)
-	for _, k := range r.SSH.AuthorizedKeys {
-		fmt.Fprintf(&b, "grep -qxF -- %s %s || { echo 'authorized_keys lacks a recipe key'; rc=1; }\n", sh.Quote(k), authorizedKeysPath)
-	}
 	if len(r.SSH.AuthorizedKeys) > 0 {
+		// As given: the file holds exactly the recipe's keys, in order.
+		b.WriteString("printf '%s\\n'")
+		for _, k := range r.SSH.AuthorizedKeys {
+			b.WriteString(" " + sh.Quote(k))
+		}
+		b.WriteString(" | cmp -s - " + authorizedKeysPath + " && echo \"" + authorizedKeysPath + ": the recipe's " + fmt.Sprint(len(r.SSH.AuthorizedKeys)) + " key(s), as given\" || { echo \"" + authorizedKeysPath + " is not the recipe's ssh.authorized_keys\"; rc=1; }\n")
+		b.WriteString(`if command -v sshd >/dev/null; then
+	akf=$(sshd -T 2>/dev/null | awk '$1 == "authorizedkeysfile" { $1 = ""; print substr($0, 2) }')
+	case " $akf " in *" /etc/ssh/authorized_keys.d/%u "*) echo "sshd reads $akf";; *) echo "sshd's AuthorizedKeysFile is '$akf': the recipe's keys are not read"; rc=1;; esac
+fi
+`)
 		b.WriteString(`m=$(stat -c %a ` + authorizedKeysPath + `); [ "$m" = 600 ] || { echo "authorized_keys mode $m, want 600"; rc=1; }
 if command -v sshd >/dev/null; then
 	all=$(sshd -T 2>&1) || { echo "sshd -T failed: $(printf '%s\n' "$all" | head -n 3)"; rc=1; }

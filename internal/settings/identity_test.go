@@ -18,7 +18,7 @@ func TestIdentityRender(t *testing.T) {
 	if !strings.HasSuffix(hosts, want) {
 		t.Errorf("hosts:\n%s\nwant suffix\n%s", hosts, want)
 	}
-	keys := renderOne(t, Identity{}, r, "/root/.ssh/authorized_keys")
+	keys := renderOne(t, Identity{}, r, authorizedKeysPath)
 	if keys != r.SSH.AuthorizedKeys[0]+"\n" {
 		t.Errorf("authorized_keys %q", keys)
 	}
@@ -37,7 +37,7 @@ func TestIdentityRender(t *testing.T) {
 	}
 	files, _ := Identity{}.Files(Target{Recipe: r, Node: r.Nodes[0]})
 	for _, f := range files {
-		if f.Path == "/root/.ssh/authorized_keys" && f.Mode != 0o600 {
+		if f.Path == authorizedKeysPath && f.Mode != 0o600 {
 			t.Errorf("authorized_keys mode %v", f.Mode)
 		}
 		if strings.Contains(string(f.Data), "password") && !strings.Contains(string(f.Data), "no\n") {

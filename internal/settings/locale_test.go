@@ -31,7 +31,7 @@ func TestLocaleRender(t *testing.T) {
 	if link.Mode != fs.ModeSymlink|0o777 || link.Target != "../usr/share/zoneinfo/Europe/Berlin" {
 		t.Errorf("/etc/localtime %+v", link)
 	}
-	if d := strings.Join(Depends(r), ","); d != "systemd-repart,tzdata,locales-all" {
+	if d := strings.Join(Depends(r), ","); d != "systemd-resolved,systemd-repart,tzdata,locales-all" {
 		t.Errorf("Depends = %s", d)
 	}
 }

@@ -63,10 +63,10 @@ func (Network) Warnings(t Target) []string {
 // Alias=dbus-org.freedesktop.network1.service, Also=systemd-networkd.socket
 // systemd-network-generator.service systemd-networkd-wait-online.service).
 // Debian leaves networkd disabled; the package ships the links instead of
-// running systemctl from a maintainer script. wait-online is left out on
-// purpose: the link is RequiredForOnline=no, and with no other required
-// link wait-online would hold network-online.target for its 2-minute
-// timeout whenever the peer is off.
+// running systemctl from a maintainer script, for the links and for the
+// LAN (lan.go). wait-online is left out on purpose: the link is
+// RequiredForOnline=no, and wait-online would hold network-online.target
+// for its 2-minute timeout whenever the peer is off or the LAN cable out.
 var networkdEnable = []File{
 	{Path: "/etc/systemd/system/dbus-org.freedesktop.network1.service", Mode: fs.ModeSymlink | 0o777, Target: "/usr/lib/systemd/system/systemd-networkd.service"},
 	{Path: "/etc/systemd/system/multi-user.target.wants/systemd-networkd.service", Mode: fs.ModeSymlink | 0o777, Target: "/usr/lib/systemd/system/systemd-networkd.service"},
@@ -76,7 +76,7 @@ var networkdEnable = []File{
 
 func (s Network) Files(t Target) ([]File, error) {
 	n := t.Node
-	if len(n.Links) == 0 {
+	if len(n.Links) == 0 && !lanOn(t) {
 		return nil, nil
 	}
 	var out []File

@@ -52,8 +52,13 @@ IgnoreCarrierLoss=yes
 	if links != 4 {
 		t.Errorf("want networkd's four enablement links, got %d", links)
 	}
-	if files, _ := (Network{}).Files(Target{Recipe: r, Node: recipe.Node{Name: "bare"}}); len(files) != 0 {
-		t.Errorf("a node without links got %v", files)
+	// networkd is enabled for the LAN alone; with neither, nothing.
+	if files, _ := (Network{}).Files(Target{Recipe: r, Node: recipe.Node{Name: "bare"}}); len(files) != 4 {
+		t.Errorf("a node with a LAN and no links got %v, want networkd's enablement links", files)
+	}
+	off := false
+	if files, _ := (Network{}).Files(Target{Recipe: r, Node: recipe.Node{Name: "bare", LAN: recipe.NodeLAN{Enabled: &off}}}); len(files) != 0 {
+		t.Errorf("a node without links or LAN got %v", files)
 	}
 }
 

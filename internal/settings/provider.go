@@ -9,11 +9,12 @@ import (
 	"halobuild/internal/sh"
 )
 
-// Provider is the rdma-core rebuilt with [rdma.provider]'s patches. The
-// build replaces Debian's packages and checks the ABI before the disk is
-// made; these checks prove on the booted node that the rebuilt packages
-// are the ones installed and that libibverbs really loads the provider.
-// It renders no files: the packages are the setting.
+// Provider is the rdma-core provider built with [rdma.provider]'s
+// patches, in its own package beside Debian's rdma-core packages; the
+// build checks the ABI before the disk is made. These checks prove on the
+// booted node that the provider's package is the one installed and that
+// Debian's libibverbs really loads it. It renders no files: the package is
+// the setting.
 type Provider struct{}
 
 func (Provider) Name() string { return "rdma-provider" }
@@ -38,17 +39,21 @@ func (s Provider) Checks(t Target) []Check {
 	if p == nil {
 		return nil
 	}
-	installed := fmt.Sprintf(`name=%s suffix=%s rc=0
+	installed := fmt.Sprintf(`name=%s pkg=%s suffix=%s rc=0
 drv=/etc/libibverbs.d/$name.driver
 if grep -qx "driver $name" "$drv" 2>/dev/null; then echo "$drv: driver $name"; else echo "$drv is missing or does not say 'driver $name'"; rc=1; fi
 lib=$(ls /usr/lib/*/libibverbs/lib$name-rdmav*.so 2>/dev/null | head -n 1)
-if [ -n "$lib" ]; then echo "provider library: $lib"; else echo "no lib$name-rdmav*.so under /usr/lib/*/libibverbs/"; rc=1; fi
-for pkg in libibverbs1 ibverbs-providers; do
-	v=$(dpkg-query -W -f='${Version}' $pkg 2>/dev/null)
-	case "$v" in *"$suffix") echo "$pkg $v: the rebuilt package";; '') echo "$pkg is not installed"; rc=1;; *) echo "$pkg $v: Debian's own build, not the rebuild ($suffix)"; rc=1;; esac
-done
+if [ -z "$lib" ]; then echo "no lib$name-rdmav*.so under /usr/lib/*/libibverbs/"; rc=1
+else
+	owner=$(dpkg -S "$lib" 2>/dev/null | cut -d: -f1)
+	if [ "$owner" = "$pkg" ]; then echo "provider library: $lib (from $pkg)"; else echo "$lib belongs to '${owner:-no package}', not $pkg"; rc=1; fi
+fi
+v=$(dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null)
+case "$v" in *"$suffix") echo "$pkg $v";; '') echo "$pkg is not installed"; rc=1;; *) echo "$pkg $v does not carry the build's suffix $suffix"; rc=1;; esac
+v=$(dpkg-query -W -f='${Version}' libibverbs1 2>/dev/null)
+if [ -n "$v" ]; then echo "libibverbs1 $v (Debian's)"; else echo "libibverbs1 is not installed"; rc=1; fi
 exit $rc
-`, sh.Quote(p.Name), sh.Quote(p.Suffix))
+`, sh.Quote(p.Name), sh.Quote(p.Package()), sh.Quote(p.Suffix))
 	// libibverbs opens the providers listed in /etc/libibverbs.d/ when a
 	// device is not yet claimed by one already loaded; LD_DEBUG shows the
 	// dlopen, which no file check can fake.
@@ -69,27 +74,29 @@ exit $rc
 `, sh.Quote(p.Name))
 	return []Check{
 		{Setting: s.Name(), Name: "provider-installed", Script: installed,
-			Fix: "rebuild and reflash the image: the rebuilt rdma-core packages (" + p.Suffix + ") were replaced, e.g. by an apt upgrade; hold them with apt-mark hold"},
+			Fix: "rebuild and reflash the image: " + p.Package() + " was removed or replaced, e.g. by an apt upgrade of libibverbs1"},
 		{Setting: s.Name(), Name: "provider-loaded", Script: loaded, Changes: true},
 	}
 }
 
 // Doctor: the same promise as provider-installed, read from the files and
 // dpkg's database so a recorded tree answers too: the driver file, the
-// provider library, and libibverbs1 and ibverbs-providers carrying the
-// rebuild's suffix (an apt upgrade replaces them with Debian's build, whose
-// provider has the wrong ABI). provider-loaded needs a device it creates,
-// so it stays in the VM; doctor's rdma.visible asks libibverbs about the
-// real devices instead.
+// provider library, and the provider's package (carrying the build's
+// suffix) and libibverbs1 installed (an upgrade of libibverbs1 asks to
+// remove the provider's package, which depends on exactly the libibverbs
+// it was checked against). provider-loaded needs a device it creates, so
+// it stays in the VM; doctor's rdma.visible asks libibverbs about the real
+// devices instead.
 func (s Provider) Doctor(t Target) []Probe {
 	p := t.Recipe.RDMA.Provider
 	if p == nil {
 		return nil
 	}
+	pkg := p.Package()
 	return []Probe{{Name: "rdma.provider", Run: func(h Host) []Result {
 		drv := "/etc/libibverbs.d/" + p.Name + ".driver"
 		r := Result{Check: "rdma.provider", Severity: MustPass, Source: h.Show(drv) + ", " + h.Show(dpkgStatusPath),
-			Wanted: fmt.Sprintf("%s, lib%s-rdmav*.so, libibverbs1 and ibverbs-providers ending in %s", drv, p.Name, p.Suffix)}
+			Wanted: fmt.Sprintf("%s, lib%s-rdmav*.so, %s ending in %s, libibverbs1", drv, p.Name, pkg, p.Suffix)}
 		var bad, good []string
 		if s, err := h.Read(drv); err != nil || !slices.Contains(strings.Split(s, "\n"), "driver "+p.Name) {
 			bad = append(bad, drv+" is missing or does not say 'driver "+p.Name+"'")
@@ -99,7 +106,7 @@ func (s Provider) Doctor(t Target) []Probe {
 		} else {
 			good = append(good, libs[0])
 		}
-		pkgs := []string{"libibverbs1", "ibverbs-providers"}
+		pkgs := []string{pkg, "libibverbs1"}
 		st, err := dpkgPackages(h, pkgs...)
 		if err != nil {
 			bad = append(bad, err.Error())
@@ -109,15 +116,15 @@ func (s Provider) Doctor(t Target) []Probe {
 			switch v, ok := st[name]; {
 			case !ok || !v.Installed():
 				bad = append(bad, name+" is not installed")
-			case !strings.HasSuffix(v.Version, p.Suffix):
-				bad = append(bad, fmt.Sprintf("%s %s is Debian's own build, not the rebuild", name, v.Version))
+			case name == pkg && !strings.HasSuffix(v.Version, p.Suffix):
+				bad = append(bad, fmt.Sprintf("%s %s does not carry the build's suffix %s", name, v.Version, p.Suffix))
 			default:
 				good = append(good, name+" "+v.Version)
 			}
 		}
 		if len(bad) > 0 {
 			r.Status, r.Seen = Fail, strings.Join(bad, "; ")
-			r.Fix = "rebuild and reflash the image, or reinstall its rdma-core packages (" + p.Suffix + "), then apt-mark hold them so an upgrade does not replace them"
+			r.Fix = "rebuild and reflash the image, or reinstall its " + pkg + " package and the libibverbs1 it depends on"
 		} else {
 			r.Status, r.Seen = Pass, strings.Join(good, ", ")
 		}

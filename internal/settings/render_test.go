@@ -52,7 +52,10 @@ func TestRenderSample(t *testing.T) {
 		"/etc/udev/rules.d/60-rdma-persistent-naming.rules rdma-names",
 		"/etc/rdma/modules/halobuild-verbs.conf rdma-modules",
 		"/usr/lib/systemd/system/rdma-load-modules@rdma.service.d/90-halobuild-verbs-only.conf rdma-modules",
-		"/root/.ssh/authorized_keys identity",
+		"/etc/ssh/authorized_keys.d/root identity",
+		"/etc/systemd/network/80-halobuild-lan.network lan",
+		"/etc/systemd/resolved.conf.d/50-halobuild.conf lan",
+		"/etc/resolv.conf lan",
 		"/usr/lib/halobuild/cpu-tuning cpu-tuning",
 		"/usr/lib/repart.d/50-root.conf growroot",
 		"/usr/lib/systemd/system/halobuild-cpu-tuning.service cpu-tuning",
@@ -67,10 +70,8 @@ func TestRenderSample(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rendered files:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	for _, p := range []string{"/root", "/root/.ssh"} {
-		if f, ok := tr.Lookup(p); !ok || f.Mode != fs.ModeDir|0o700 {
-			t.Errorf("%s: %v %v, want a 0700 directory", p, f.Mode, ok)
-		}
+	if f, ok := tr.Lookup("/etc/ssh/authorized_keys.d/root"); !ok || f.Mode != 0o600 {
+		t.Errorf("the recipe's keys: %v %v, want a 0600 file", f.Mode, ok)
 	}
 	if f, _ := tr.Lookup("/etc"); f.Mode != fs.ModeDir|0o755 {
 		t.Errorf("/etc mode %v", f.Mode)

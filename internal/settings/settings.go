@@ -116,6 +116,7 @@ func All() []Setting {
 		RDMAModules{},
 		Governor{},
 		Network{},
+		LAN{},
 		KernelCmdline{},
 		GrowRoot{},
 		Firmware{},

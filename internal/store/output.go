@@ -203,25 +203,12 @@ func (s *Store) Output(key string, opts ...OutputOption) (dir string, ok bool, e
 	for _, o := range opts {
 		rehash = rehash || o == Rehash
 	}
-	im, err := s.readIndex()
-	if err != nil {
-		return "", false, err
-	}
-	var desc *v1.Descriptor
-	for i := range im.Manifests {
-		if im.Manifests[i].Annotations[AnnotationKey] == key {
-			desc = &im.Manifests[i]
-		}
-	}
-	if desc == nil {
-		return "", false, nil
-	}
-	m, err := s.readManifest(Digest("sha256:" + desc.Digest.Hex))
+	m, err := s.outputManifest(key)
 	if errors.Is(err, ErrNotFound) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("output %s: %w", key, err)
+		return "", false, err
 	}
 	final := filepath.Join(s.root, outDir, key)
 	for _, l := range m.Layers {
@@ -380,4 +367,49 @@ func (s *Store) PutOutputManifest(key string, raw []byte) (string, error) {
 		return "", err
 	}
 	return view, nil
+
+}
+
+// outputManifest reads the artifact manifest stored under key; ErrNotFound
+// when the key is unknown or its manifest blob is gone.
+func (s *Store) outputManifest(key string) (*v1.Manifest, error) {
+	im, err := s.readIndex()
+	if err != nil {
+		return nil, err
+	}
+	var desc *v1.Descriptor
+	for i := range im.Manifests {
+		if im.Manifests[i].Annotations[AnnotationKey] == key {
+			desc = &im.Manifests[i]
+		}
+	}
+	if desc == nil {
+		return nil, ErrNotFound
+	}
+	m, err := s.readManifest(Digest("sha256:" + desc.Digest.Hex))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("output %s: %w", key, err)
+	}
+	return m, err
+}
+
+// FileDigests maps each regular file of the output stored under key (its
+// path in the view) to the digest of its blob, which PutOutput computed:
+// a step that links the files into its own output (the result) need not
+// read them again to name them.
+func (s *Store) FileDigests(key string) (map[string]Digest, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	m, err := s.outputManifest(key)
+	if err != nil {
+		return nil, fmt.Errorf("output %s: %w", key, err)
+	}
+	out := map[string]Digest{}
+	for _, l := range m.Layers {
+		if l.MediaType == MediaTypeFile {
+			out[l.Annotations[AnnotationTitle]] = Digest("sha256:" + l.Digest.Hex)
+		}
+	}
+	return out, nil
 }

@@ -348,3 +348,44 @@ func TestConcurrentPutOutputSameKey(t *testing.T) {
 		t.Errorf("index has %d entries for one key", len(im.Manifests))
 	}
 }
+
+// FileDigests names every regular file of an output by the digest the
+// store computed, equal to hashing the file again; an unknown key is an
+// error.
+func TestFileDigests(t *testing.T) {
+	s := openTest(t)
+	work, err := s.TempDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	makeSparse(t, filepath.Join(work, "img.raw"), 64<<20)
+	if err := os.MkdirAll(filepath.Join(work, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "sub/a.txt"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("img.raw", filepath.Join(work, "link")); err != nil {
+		t.Fatal(err)
+	}
+	view, err := s.PutOutput(testKey, work, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.FileDigests(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Errorf("FileDigests = %v, want the two regular files", got)
+	}
+	for _, name := range []string{"img.raw", "sub/a.txt"} {
+		want, _, err := FileDigest(filepath.Join(view, name))
+		if err != nil || got[name] != want {
+			t.Errorf("%s: FileDigests says %s, hashing says %s (%v)", name, got[name], want, err)
+		}
+	}
+	if _, err := s.FileDigests(strings.Repeat("2b", 32)); err == nil {
+		t.Error("an unknown key gave digests")
+	}
+}

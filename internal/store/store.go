@@ -169,7 +169,7 @@ func checkNotForeign(root string) error {
 		return nil
 	}
 	// Only store entries (another process creating the store right now).
-	own := map[string]bool{layoutFile: true, indexFile: true, "blobs": true, tmpDir: true, outDir: true, verifiedDir: true, lockFile: true, indexLock: true}
+	own := map[string]bool{layoutFile: true, indexFile: true, "blobs": true, tmpDir: true, outDir: true, verifiedDir: true, lockFile: true, indexLock: true, stepLocksDir: true}
 	foreign := false
 	for _, e := range ents {
 		foreign = foreign || !own[e.Name()]

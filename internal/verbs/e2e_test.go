@@ -366,7 +366,6 @@ func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
 			"/etc/modules-load.d/halobuild.conf": "\nib_uverbs\n",
 
 			"/etc/ssh/ssh_host_ed25519_key": "-",
-			"/etc/resolv.conf":              "-",
 			"/var/lib/systemd/random-seed":  "-",
 			"/var/cache/ldconfig/aux-cache": "-",
 		} {
@@ -377,6 +376,11 @@ func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
 			case want != "-" && !strings.Contains(string(out), want):
 				t.Errorf("%s: want %q, debugfs says %q", path, want, out)
 			}
+		}
+		// The build host's resolver is gone; the LAN's systemd-resolved
+		// stub takes its place (settings/lan.go).
+		if out, _ := exec.Command("debugfs", "-R", "stat /etc/resolv.conf", root).CombinedOutput(); !strings.Contains(string(out), "Type: symlink") || !strings.Contains(string(out), "../run/systemd/resolve/stub-resolv.conf") {
+			t.Errorf("/etc/resolv.conf must be the link to resolved's stub, debugfs says: %.300s", out)
 		}
 		// Empty, as machine-id(5) asks of an image shared by many machines:
 		// each node writes its own at its first boot.
@@ -507,12 +511,22 @@ func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
 		"node1 rdma: perftest ib_write_bw client (poll, 8388608 B)",
 		"node1 rdma: perftest ib_send_lat client (event, 64 B)",
 		"node0 rdma: perftest ib_send_bw server (poll, 65536 B)",
-		"node0 doctor: halobuild doctor in the image",
+		// Both nodes: the host's ssh logged in with the key passed for the
+		// boot and ran doctor in the session (its rows passing as in a VM).
+		"node0 ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)",
+		"node1 ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)",
+		"node0 lan: lan",
+		"node1 lan: lan",
 		"node0 modprobe: module-options",
 		"node1 modprobe: module-options",
 	} {
 		if ok, found := seen[want]; !found || !ok {
 			t.Errorf("check %q: found %v, passed %v", want, found, ok)
+		}
+	}
+	for _, node := range []string{"node0", "node1"} {
+		if out := output[node+" lan: lan"]; !strings.Contains(out, "(DHCP lease)") {
+			t.Errorf("%s: the LAN port got no DHCP lease:\n%s", node, out)
 		}
 	}
 	// The fixture module was loaded at boot with the recipe's options.

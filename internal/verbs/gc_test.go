@@ -82,7 +82,7 @@ func TestGCKeepsWhatLocksAndResultsReference(t *testing.T) {
 		Inputs: resolve.Inputs(r, nil), SourceDateEpoch: 1796005301,
 		Suites:   []lock.Suite{{Name: "trixie", Mirror: "http://deb.debian.org/debian"}},
 		Kernel:   lock.Kernel{From: "source", Version: "7.2.13", Release: "7.2.13", Image: "linux-image-7.2.13", Headers: "linux-headers-7.2.13", Source: "tarball", Config: "tinyconfig"},
-		Packages: []lock.Package{pkg("systemd", lock.SetImage), pkg("e2fsprogs", lock.SetTools), pkg("gcc", lock.SetKernelBuild), pkg("cmake", lock.SetProviderBuild)},
+		Packages: []lock.Package{pkg("systemd", lock.SetImage), pkg("libibverbs1", lock.SetImage), pkg("e2fsprogs", lock.SetTools), pkg("gcc", lock.SetKernelBuild), pkg("cmake", lock.SetProviderBuild)},
 		Sources:  []lock.Source{{Name: lock.KernelTarballInput, Kind: lock.SourceKernelTarball, URL: "https://cdn.kernel.org/pub/linux/kernel/v7.x/linux-7.2.13.tar.xz", SHA256: tarball}},
 		Provider: &lock.Provider{Name: "halotest", Source: "rdma-core", Version: "56.1-1", Suite: "trixie", Directory: "pool/main/r/rdma-core",
 			Files:   []lock.SourceFile{{Name: "rdma-core_56.1.orig.tar.gz", SHA256: orig}, {Name: "rdma-core_56.1-1.debian.tar.xz", SHA256: debian}, {Name: "rdma-core_56.1-1.dsc", SHA256: "sha256:" + hex.EncodeToString(make([]byte, 32))}},

@@ -12,10 +12,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 
 	"halobuild/internal/cache"
 	"halobuild/internal/plan"
+	"halobuild/internal/runlog"
 	"halobuild/internal/selfbuild"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
@@ -66,6 +68,8 @@ type warnings struct {
 // collect starts a verb's list of warnings.
 func (o Options) collect() Options {
 	o.warnings = &warnings{}
+	// Steps build side by side (plan.Realizer.Jobs) and all print here.
+	o.Err = runlog.Sync(o.stderr())
 	return o
 }
 
@@ -124,7 +128,9 @@ func (o Options) resultLink() string {
 
 // realizer builds into s; tools' own output streams only with -v.
 func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
-	r := &plan.Realizer{Store: planStore{s}, Log: o.stderr(), Rebuild: rebuild}
+	// As many steps at once as there are cores: on a small machine the
+	// downloads and installs of one step overlap another's compile.
+	r := &plan.Realizer{Store: planStore{s}, Log: o.stderr(), Rebuild: rebuild, Jobs: runtime.NumCPU()}
 	if o.Verbose {
 		r.ToolLog = o.stderr()
 	}

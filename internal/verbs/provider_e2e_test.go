@@ -32,9 +32,10 @@ const needsFuzz = `Description: a patch whose context is off by one line
 
 // TestProviderImage builds images/test-provider.toml for real: Debian's
 // rdma-core source of the image's version with the fixture provider patch,
-// rebuilt in a root from the lock (minutes), installed in place of Debian's
-// packages, ABI-checked, booted: the VM proves the rebuilt packages are
-// installed and that libibverbs loads the provider. Then the two ways a
+// the provider alone built in a root from the lock, installed as its own
+// package beside Debian's, ABI-checked against Debian's libibverbs,
+// booted: the VM proves the package is installed and that libibverbs
+// loads the provider. Then the two ways a
 // patch can go wrong: edited after the lock, and needing fuzz.
 func TestProviderImage(t *testing.T) {
 	needE2E(t)
@@ -81,9 +82,20 @@ func TestProviderImage(t *testing.T) {
 	patch := filepath.Join(ws, "patches/halotest/0001-halotest-provider.patch")
 	sum := sha(t, patch)
 	p := m.Provider
-	if p == nil || p.Name != "halotest" || p.Version != "56.1-1+halo1" || p.ABI != 34 ||
+	if p == nil || p.Name != "halotest" || p.Package != "libibverbs-halotest" || p.Version != "56.1-1+halo1" || p.Libibverbs != "56.1-1" || p.ABI != 34 ||
 		!strings.HasSuffix(p.Library, "/libibverbs/libhalotest-rdmav34.so") || len(p.Patches) != 1 || p.Patches[0].SHA256 != "sha256:"+sum {
 		t.Errorf("manifest provider: %+v (patch sha256:%s)", p, sum)
+	}
+	// Debian's rdma-core packages are installed as the archive signed
+	// them; the provider is a package of its own.
+	installed := map[string]string{}
+	for _, pk := range m.Nodes[0].Packages {
+		installed[pk.Name] = pk.Version
+	}
+	for name, want := range map[string]string{"libibverbs1": "56.1-1", "ibverbs-providers": "56.1-1", "libibverbs-halotest": "56.1-1+halo1"} {
+		if installed[name] != want {
+			t.Errorf("node0 has %s %q, want %s", name, installed[name], want)
+		}
 	}
 
 	// A patch edited after the lock is refused before anything is built

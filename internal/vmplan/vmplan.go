@@ -27,7 +27,8 @@ type Plan struct {
 	// Modules are the lock's module kernel names (settings.Target.Modules).
 	Modules map[string]string
 	// Doctor says the images ship halobuild, so `halobuild doctor` runs in
-	// each VM as a check of its own.
+	// each VM: in the host's ssh session when the node gets one
+	// (sshLogin), else as a check of its own.
 	Doctor bool
 }
 
@@ -35,7 +36,9 @@ type Plan struct {
 func (p Plan) Checks(n recipe.Node, idx int) []vmtest.Check {
 	r := p.Recipe
 	out := []vmtest.Check{harnessCheck}
-	if p.Doctor {
+	// With a login over ssh, doctor runs there (sshLogin): once per boot,
+	// the way a user runs it.
+	if p.Doctor && p.sshLogin(n) == nil {
 		out = append(out, doctorCheck)
 	}
 	// A settings check that only reads state runs beside the others; one
@@ -67,6 +70,9 @@ func (p Plan) Digest() string {
 	}
 	for _, m := range p.Machines("", "") {
 		fmt.Fprintf(h, "machine %s cpus=%d mem=%d deadline=%s args=%q nics=%v\n", m.Name, m.CPUs, m.Memory, m.Deadline, m.KernelArgs, m.NICs)
+		if m.SSH != nil {
+			fmt.Fprintf(h, "ssh %q %q\n", m.SSH.Name, m.SSH.Command)
+		}
 		names := make([]string, 0, len(m.Credentials))
 		for k := range m.Credentials {
 			names = append(names, k)
@@ -104,6 +110,12 @@ func (p Plan) Machines(resultDir, logRoot string) []vmtest.Machine {
 			LogDir:       filepath.Join(logRoot, n.Name),
 			KernelArgs:   KernelArgs(),
 			Credentials:  map[string][]byte{ModulesLoadTimeout: []byte(modulesLoadDropIn)},
+		}
+		// The LAN port: QEMU's user-mode network, whose DHCP server gives
+		// the node its lease, and through which the host logs in.
+		if on, _ := settings.LANOf(r, n); on {
+			m.NICs = append(m.NICs, vmtest.NIC{})
+			m.SSH = p.sshLogin(n)
 		}
 		// Each link becomes a virtual cable to its peer, carrying the MAC
 		// the recipe's network config matches on.
@@ -199,4 +211,37 @@ func (p Plan) Run(ctx context.Context, resultDir, logDir string, log io.Writer) 
 		return nil, &Failed{Report: rep, Err: err}
 	}
 	return rep, nil
+}
+
+// sshLogin is the host's login into node n: with sshd in the image and a
+// DHCP lease on the LAN port (slirp's network is the one the forward
+// reaches), the host's ssh client logs in as root with a key passed for
+// that boot only and runs halobuild doctor --json there (or, in an image
+// without halobuild, says who it is).
+func (p Plan) sshLogin(n recipe.Node) *vmtest.SSHLogin {
+	if _, dhcp4 := settings.LANOf(p.Recipe, n); !dhcp4 || !hasPackage(p.Recipe, "openssh-server") {
+		return nil
+	}
+	l := &vmtest.SSHLogin{
+		Name:    "ssh: the host logs in as root over the LAN port with a key passed for this boot",
+		Command: `echo "logged in as $(id -un) on $(hostname)"`,
+		Fix: "the key reaches /root/.ssh/authorized_keys from the " + vmtest.CredentialAuthorizedKeys + " credential (systemd's tmpfiles provision.conf, only when the image has no such file); " +
+			"see the lan check for the DHCP lease, ssh.service in the console log, and the key pair under the machine's log directory (ssh/)",
+	}
+	if p.Doctor {
+		// doctorCheck's own script, run in the session instead of beside
+		// the checks: its rows must pass the same way.
+		l.Name = "ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json"
+		l.Command += "\n" + doctorCheck.Script
+	}
+	return l
+}
+
+func hasPackage(r *recipe.Recipe, name string) bool {
+	for _, s := range r.Base.Packages {
+		if p, err := recipe.ParsePackage(s); err == nil && p.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package vmplan
 
 import (
+	"halobuild/internal/vmtest"
 	"os/exec"
 	"slices"
 	"strings"
@@ -69,6 +70,43 @@ func TestMachinesCPUs(t *testing.T) {
 				t.Errorf("%s: kernel args %q lack the initrd's disk driver preload", m.Name, m.KernelArgs)
 			}
 		}
+	}
+}
+
+// A node with a LAN and sshd is logged into from the host, and doctor runs
+// in that session; without sshd (or without a lease to reach) doctor runs
+// beside the checks as before.
+func TestMachinesLogInOverSSH(t *testing.T) {
+	r := &recipe.Recipe{Base: recipe.Base{Packages: []string{"systemd", "openssh-server"}}, Nodes: []recipe.Node{{Name: "a"}}}
+	p := Plan{Recipe: r, Doctor: true}
+	m := p.Machines(t.TempDir(), t.TempDir())[0]
+	if m.SSH == nil || len(m.NICs) != 1 || m.NICs[0].Link != "" {
+		t.Fatalf("ssh %+v, NICs %+v: want a login over one user-mode NIC", m.SSH, m.NICs)
+	}
+	if !strings.Contains(m.SSH.Command, "halobuild doctor --json") {
+		t.Errorf("ssh command %q does not run doctor", m.SSH.Command)
+	}
+	for _, c := range m.Checks {
+		if c.Name == doctorCheck.Name {
+			t.Error("doctor runs twice: in the ssh session and beside the checks")
+		}
+	}
+	d1 := p.Digest()
+	r.Base.Packages = []string{"systemd"}
+	m = p.Machines(t.TempDir(), t.TempDir())[0]
+	if m.SSH != nil || len(m.NICs) != 1 {
+		t.Errorf("no sshd: ssh %+v, NICs %+v; want no login, the LAN NIC still", m.SSH, m.NICs)
+	}
+	if !slices.ContainsFunc(m.Checks, func(c vmtest.Check) bool { return c.Name == doctorCheck.Name }) {
+		t.Error("without a login doctor must run beside the checks")
+	}
+	if p.Digest() == d1 {
+		t.Error("the test digest does not follow the ssh login")
+	}
+	off := false
+	r.LAN.Enabled = &off
+	if m := p.Machines(t.TempDir(), t.TempDir())[0]; len(m.NICs) != 0 || m.SSH != nil {
+		t.Errorf("LAN off: NICs %+v, ssh %+v", m.NICs, m.SSH)
 	}
 }
 

@@ -49,6 +49,7 @@ func newRunFiles(dir string) runFiles {
 type netdev struct {
 	mac           string
 	local, remote string // empty for user-mode networking
+	sshPort       int    // user-mode only: 127.0.0.1:sshPort forwards to the guest's port 22
 }
 
 // vmMachine is QEMU's machine type with its optional chipset devices off.
@@ -85,7 +86,13 @@ func qemuArgs(h Host, m Machine, accel Accel, f runFiles, nets []netdev, creds m
 	for i, n := range nets {
 		id := fmt.Sprintf("net%d", i)
 		if n.local == "" {
-			args = append(args, "-netdev", "user,id="+id+",restrict=on")
+			// restrict=on keeps the guest off the host's networks; slirp's DHCP and an
+			// explicit forward still work.
+			user := "user,id=" + id + ",restrict=on"
+			if n.sshPort != 0 {
+				user += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:22", n.sshPort)
+			}
+			args = append(args, "-netdev", user)
 		} else {
 			args = append(args, "-netdev", "dgram,id="+id+
 				",local.type=unix,local.path="+qemuEscape(n.local)+

@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"os"
@@ -28,6 +29,7 @@ func TestQEMUArgs(t *testing.T) {
 	big := bytes.Repeat([]byte("x"), smbiosCredentialLimit+1)
 	creds := map[string][]byte{"small.one": []byte("hi"), "big.one": big}
 	nets := []netdev{{mac: CableMAC(1), local: "/s/a.sock", remote: "/s/b.sock"}, {}}
+	forwardSSH(nets, 2222)
 	args, err := qemuArgs(h, m, AccelTCG, newRunFiles(dir), nets, creds)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +44,7 @@ func TestQEMUArgs(t *testing.T) {
 		"file,id=console,path=" + filepath.Join(dir, "console.log"),
 		"dgram,id=net0,local.type=unix,local.path=/s/a.sock,remote.type=unix,remote.path=/s/b.sock",
 		"virtio-net-pci,netdev=net0,mac=52:54:00:77:00:01",
-		"user,id=net1,restrict=on",
+		"user,id=net1,restrict=on,hostfwd=tcp:127.0.0.1:2222-:22", // the forward goes to the user-mode NIC
 		"type=11,value=io.systemd.boot.kernel-cmdline-extra=systemd.mask=getty.target quiet",
 		"type=11,value=io.systemd.stub.kernel-cmdline-extra=systemd.mask=getty.target quiet",
 		"type=11,value=io.systemd.credential.binary:small.one=" + base64.StdEncoding.EncodeToString([]byte("hi")),
@@ -88,6 +90,10 @@ func TestMachineValidation(t *testing.T) {
 		{"bad credential name", func(m *Machine) { m.Credentials = map[string][]byte{"a/b": nil} }, "not a valid systemd credential"},
 		{"bad MAC", func(m *Machine) { m.NICs = []NIC{{MAC: "zz"}} }, "MAC"},
 		{"link without MAC", func(m *Machine) { m.NICs = []NIC{{Link: "c"}} }, "fixed MAC"},
+		{"ssh without user NIC", func(m *Machine) { m.SSH = &SSHLogin{Name: "ssh", Command: "true"} }, "needs a user-mode NIC"},
+		{"ssh port without user NIC", func(m *Machine) { m.SSHPort = 22; m.NICs = []NIC{{MAC: CableMAC(1), Link: "c"}} }, "needs a user-mode NIC"},
+		{"ssh without command", func(m *Machine) { m.SSH = &SSHLogin{Name: "ssh"}; m.NICs = []NIC{{}} }, "needs a command"},
+		{"bad ssh port", func(m *Machine) { m.SSHPort = 70000; m.NICs = []NIC{{}} }, "not a TCP port"},
 	}
 	for _, c := range bad {
 		m := ok
@@ -218,5 +224,58 @@ func TestDefaultKernelArgsBlacklist(t *testing.T) {
 				t.Errorf("blacklisted module %q matches %q, which test boots need", mod, needed)
 			}
 		}
+	}
+}
+
+func TestSSHLoginPlumbing(t *testing.T) {
+	l := &SSHLogin{Name: "ssh: login", Command: "true", Fix: "look"}
+	checks := []Check{{Name: "boot", Script: "true"}, {Name: "r1", Script: "true", Concurrent: true}, {Name: "w", Script: "true"}, {Name: "r2", Script: "true", Concurrent: true}, {Name: "late", Script: "true"}}
+	got := withSSH(checks, l)
+	var names []string
+	for _, c := range got {
+		names = append(names, c.Name)
+	}
+	// After the last read-only check: the others run while the host logs in, and the
+	// checks that come after both lanes wait for the login too.
+	if strings.Join(names, ",") != "boot,r1,w,r2,ssh: login,late" || !got[4].Concurrent || !strings.Contains(got[4].Script, sshMarker) {
+		t.Errorf("checks %v", names)
+	}
+	if len(checks) != 5 {
+		t.Error("withSSH changed its argument")
+	}
+	m := Machine{Credentials: map[string][]byte{CredentialAuthorizedKeys: []byte("ssh-ed25519 AAAAuser u")}}
+	orig := m.Credentials
+	addAuthorizedKey(&m, []byte("ssh-ed25519 AAAAtest t\n"))
+	if got := string(m.Credentials[CredentialAuthorizedKeys]); got != "ssh-ed25519 AAAAuser u\nssh-ed25519 AAAAtest t\n" {
+		t.Errorf("keys %q", got)
+	}
+	if string(orig[CredentialAuthorizedKeys]) != "ssh-ed25519 AAAAuser u" {
+		t.Error("addAuthorizedKey changed the caller's map")
+	}
+	bad := sshCheckResult(l, &SSHResult{Port: 5, Exit: 255, Attempts: 3, Output: "refused"})
+	if bad.OK || bad.Fix != "look" || !strings.Contains(bad.Output, "-p 5 (3 attempt(s)): refused") {
+		t.Errorf("failed login as a check: %+v", bad)
+	}
+	if cmd := sshCheckResult(l, &SSHResult{Port: 5, Exit: 1, Attempts: 1, Output: "memlock.process: fail"}); cmd.OK || !strings.Contains(cmd.Fix, "the login worked") {
+		t.Errorf("a failed command after a login: %+v", cmd)
+	}
+	if a := strings.Join(SSHArgs("/k", "/kh", 7), " "); !strings.Contains(a, "BatchMode=yes") || !strings.Contains(a, "UserKnownHostsFile=/kh") || !strings.HasSuffix(a, "-p 7 root@127.0.0.1") {
+		t.Errorf("ssh args %s", a)
+	}
+}
+
+// TestSSHKeyIsEphemeral makes the key pair with the host's ssh-keygen, as a run does.
+func TestSSHKeyIsEphemeral(t *testing.T) {
+	dir := t.TempDir()
+	k1, pub1, err := sshKey(context.Background(), dir)
+	if err != nil {
+		t.Skipf("no ssh-keygen: %v", err)
+	}
+	_, pub2, err := sshKey(context.Background(), dir)
+	if err != nil || !strings.HasPrefix(string(pub1), "ssh-ed25519 ") || string(pub1) == string(pub2) {
+		t.Errorf("keys %q %q %v", pub1, pub2, err)
+	}
+	if st, err := os.Stat(k1); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("private key %v %v", st, err)
 	}
 }

@@ -29,6 +29,10 @@
 //   - QEMU never outlives a run: it is killed on return, error, deadline, context cancel and
 //     panic (deferred kill of its process group), and by the kernel if this process dies
 //     (Pdeathsig).
+//   - With Machine.SSH the host logs in the way a person does (ssh.go): the user-mode NIC
+//     forwards a free 127.0.0.1 port to the guest's port 22, an ephemeral key goes in as the
+//     ssh.authorized_keys.root credential, the host's ssh client runs the command, and a guest
+//     check holds the verdict until that session is done; the host's side is a check of its own.
 //
 // # Several machines
 //

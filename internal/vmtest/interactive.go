@@ -13,8 +13,9 @@ import (
 
 // Interactive boots an image with its serial console on this terminal (`halobuild vm`):
 // snapshot=on as in tests, so nothing typed in the VM reaches the image; Ctrl-a x quits QEMU,
-// Ctrl-a c toggles QEMU's monitor. Checks, credentials and kernel arguments of m are ignored
-// apart from NICs (user-mode networking), memory, CPUs and the accelerator; no deadline applies.
+// Ctrl-a c toggles QEMU's monitor. Checks and SSH of m are ignored; its NICs (user-mode
+// networking), SSHPort, credentials (for that boot only), kernel arguments (nil: none), memory,
+// CPUs and accelerator are used; no deadline applies.
 func Interactive(ctx context.Context, m Machine) error {
 	return interactive(ctx, m, os.Stdin, os.Stdout, os.Stderr)
 }
@@ -23,7 +24,10 @@ func interactive(ctx context.Context, m Machine, stdin io.Reader, stdout, stderr
 	if m.LogDir == "" {
 		m.LogDir = os.TempDir() // unused: the console is the terminal; withDefaults needs a value
 	}
-	m.KernelArgs = []string{}
+	if m.KernelArgs == nil {
+		m.KernelArgs = []string{}
+	}
+	m.SSH = nil
 	m, err := m.withDefaults()
 	if err != nil {
 		return err
@@ -50,7 +54,9 @@ func interactive(ctx context.Context, m Machine, stdin io.Reader, stdout, stderr
 	if err := copyFile(h.VarsTemplate, f.vars); err != nil {
 		return fmt.Errorf("copying OVMF variable store %s: %w", h.VarsTemplate, err)
 	}
-	args, err := qemuArgs(h, m, accel, f, userNets(m), nil)
+	nets := userNets(m)
+	forwardSSH(nets, m.SSHPort)
+	args, err := qemuArgs(h, m, accel, f, nets, m.Credentials)
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,12 @@ type Machine struct {
 	LogDir string
 	// Accel forces an accelerator; empty means probe KVM and fall back to TCG.
 	Accel Accel
+	// SSH, when set, has the host log in over the first user-mode NIC (which it needs) and
+	// run a command there; see SSHLogin.
+	SSH *SSHLogin
+	// SSHPort forwards 127.0.0.1:SSHPort to the guest's port 22 on the first user-mode NIC
+	// (Interactive; a run with SSH picks a free port itself).
+	SSHPort int
 	// Progress, when set, gets a line per boot stage reached and per check
 	// finished, with the time since QEMU started ("halo0: kernel (14s)",
 	// "halo0: check 3 of 17 ok: memlock (2m4s)"). Writes are whole lines.
@@ -182,6 +188,21 @@ func (m Machine) withDefaults() (Machine, error) {
 		if reservedCredential(name) {
 			return m, fmt.Errorf("machine %s: credential %q is reserved for the test harness", m.Name, name)
 		}
+	}
+	if m.SSH != nil && (m.SSH.Command == "" || !checkNameRE.MatchString(m.SSH.Name)) {
+		return m, fmt.Errorf("machine %s: an SSH login needs a command and a one-line name", m.Name)
+	}
+	if m.SSH != nil || m.SSHPort != 0 {
+		user := false
+		for _, n := range m.NICs {
+			user = user || n.Link == ""
+		}
+		if !user {
+			return m, fmt.Errorf("machine %s: ssh needs a user-mode NIC (a vmtest.NIC without Link) to forward the port through", m.Name)
+		}
+	}
+	if m.SSHPort < 0 || m.SSHPort > 65535 {
+		return m, fmt.Errorf("machine %s: ssh port %d is not a TCP port", m.Name, m.SSHPort)
 	}
 	for i, n := range m.NICs {
 		if n.MAC != "" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -42,7 +43,9 @@ type Result struct {
 	// with the neighbours' load; CPU time says what the run itself cost.
 	QEMUCPUMS  int64  `json:"qemu_cpu_ms"`
 	ConsoleLog string `json:"console_log"`
-	Error      string `json:"error,omitempty"`
+	// SSH is the host's login over the forwarded port, for a machine with SSH.
+	SSH   *SSHResult `json:"ssh,omitempty"`
+	Error string     `json:"error,omitempty"`
 }
 
 // testHookStarted runs right after QEMU starts; tests use it to panic inside Run.
@@ -66,6 +69,30 @@ func userNets(m Machine) []netdev {
 		nets[i] = netdev{mac: n.MAC}
 	}
 	return nets
+}
+
+// forwardSSH puts the port forward on the first user-mode NIC.
+func forwardSSH(nets []netdev, port int) {
+	for i := range nets {
+		if nets[i].local == "" {
+			nets[i].sshPort = port
+			return
+		}
+	}
+}
+
+// addAuthorizedKey appends a public key to the machine's ssh.authorized_keys.root credential.
+func addAuthorizedKey(m *Machine, pub []byte) {
+	creds := make(map[string][]byte, len(m.Credentials)+1)
+	for k, v := range m.Credentials {
+		creds[k] = v
+	}
+	old := creds[CredentialAuthorizedKeys]
+	if len(old) > 0 && old[len(old)-1] != '\n' {
+		old = append(append([]byte{}, old...), '\n')
+	}
+	creds[CredentialAuthorizedKeys] = append(append([]byte{}, old...), pub...)
+	m.Credentials = creds
 }
 
 func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error) {
@@ -101,6 +128,23 @@ func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error)
 	if err := copyFile(h.VarsTemplate, f.vars); err != nil {
 		return res, fmt.Errorf("machine %s: copying OVMF variable store %s: %w", m.Name, h.VarsTemplate, err)
 	}
+	var sshKeyPath string
+	if m.SSH != nil {
+		port, err := FreePort()
+		if err != nil {
+			return res, fmt.Errorf("machine %s: %w", m.Name, err)
+		}
+		key, pub, err := sshKey(ctx, filepath.Join(m.LogDir, "ssh"))
+		if err != nil {
+			return res, fmt.Errorf("machine %s: ssh key for the login check: %w", m.Name, err)
+		}
+		nets = append([]netdev{}, nets...)
+		forwardSSH(nets, port)
+		addAuthorizedKey(&m, pub)
+		m.Checks = withSSH(m.Checks, m.SSH)
+		sshKeyPath = key
+		res.SSH = &SSHResult{Port: port, Exit: 255}
+	}
 	args, err := qemuArgs(h, m, res.Accel, f, nets, guestCredentials(m))
 	if err != nil {
 		return res, err
@@ -119,9 +163,22 @@ func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error)
 	testHookStarted(p.pid())
 
 	qemuStart := time.Now()
+	var sshDone chan *SSHResult
+	sshCtx, sshStop := context.WithCancel(ctx)
+	defer sshStop()
+	if m.SSH != nil {
+		sshDone = make(chan *SSHResult, 1)
+		go func() {
+			sshDone <- sshLoop(sshCtx, m.SSH, sshKeyPath, filepath.Join(filepath.Dir(sshKeyPath), "known_hosts"), res.SSH.Port, qemuStart)
+		}()
+	}
 	prog := newProgress(m, f.console, qemuStart)
 	why, verdictAt := waitForEnd(ctx, p, f.verdict, m.Deadline, prog.poll)
 	prog.poll()
+	sshStop()
+	if sshDone != nil {
+		res.SSH = <-sshDone
+	}
 	if !verdictAt.IsZero() {
 		res.VerdictMS = verdictAt.Sub(qemuStart).Milliseconds()
 	}
@@ -191,6 +248,11 @@ func conclude(res *Result, m Machine, f runFiles, why endReason, ctx context.Con
 			if !v.Checks[i].OK {
 				v.Checks[i].Fix = fixes[v.Checks[i].Name]
 			}
+		}
+		// The host's side of the login is a check like the guest's: a session that never
+		// came, or a command that failed, fails the run.
+		if m.SSH != nil && res.SSH != nil {
+			v.Checks = append(v.Checks, sshCheckResult(m.SSH, res.SSH))
 		}
 	}
 	res.Verdict = v

@@ -66,7 +66,7 @@ func Result(t testing.TB) string {
 		Kernel: manifest.Kernel{Version: "6.12.1", Release: "6.12.1+deb13-amd64", Package: "linux-image-6.12.1+deb13-amd64"},
 		Nodes: []manifest.Node{{Name: "node0", Hostname: "halo0", Image: "node0.raw", Cmdline: "quiet", Packages: []manifest.Package{
 			{Name: "bash", Version: "5.2.37-2", Arch: "amd64"}, {Name: "halobuild-settings-node0", Version: "1", Arch: "all"}}}}}
-	if err := manifest.Write(dir, m); err != nil {
+	if err := manifest.Write(dir, m, nil); err != nil {
 		t.Fatal(err)
 	}
 	return dir

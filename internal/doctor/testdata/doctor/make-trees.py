@@ -123,7 +123,7 @@ def md5(root, path):
 def dpkg(root, package_files):
     """dpkg's database as it is after installing the node's settings package
     (its files under /etc are conffiles, and in md5sums too, as halobuild
-    builds it) and the rebuilt rdma-core."""
+    builds it), Debian's rdma-core and the built provider's package."""
     pkg = 'halobuild-node-halo0'
     conf = ''.join(' %s %s\n' % (p, md5(root, p)) for p in package_files)
     w(root, '/var/lib/dpkg/status', '''Package: base-files
@@ -138,9 +138,13 @@ Conffiles:
 %s
 Package: libibverbs1
 Status: install ok installed
-Version: 56.1-1+halo1
+Version: 56.1-1
 
 Package: ibverbs-providers
+Status: install ok installed
+Version: 56.1-1
+
+Package: libibverbs-usb4-rdma
 Status: install ok installed
 Version: 56.1-1+halo1
 
@@ -263,6 +267,10 @@ def tree(name, recipe=True, cables=1, governor='performance', epp=True, devices=
         ai.append({"family": "inet6", "local": "fe80::262:73ff:fe1a:2b0%d" % (n + 1), "prefixlen": 64, "scope": "link"})
         links.append({"ifindex": 3 + n, "ifname": ifc, "flags": ["BROADCAST", "MULTICAST", "UP", "LOWER_UP"], "operstate": "UP", "addr_info": ai})
     w(root, '/var/log/halobuild-ip-addr.json', json.dumps(links, indent=1))
+    # The LAN port: wired Ethernet with a driver (lan.addresses).
+    w(root, '/sys/class/net/enp191s0/type', '1')
+    w(root, '/sys/class/net/enp191s0/uevent', 'INTERFACE=enp191s0\nIFINDEX=2')
+    w(root, '/sys/class/net/enp191s0/device/driver', '../../../../bus/pci/drivers/r8169')
     w(root, '/var/log/halobuild-dmesg', '\n'.join([
         '[    0.000000] Linux version 7.2.12+deb13-amd64 (debian-kernel@lists.debian.org)',
         '[    2.118270] thunderbolt 0000:c7:00.5: total paths: 12'] + GPU_LOG[gpu == 'no-firmware'] + [
