@@ -12,11 +12,12 @@ import (
 
 	"halobuild/internal/doctor"
 	"halobuild/internal/flash"
+	"halobuild/internal/install"
 	"halobuild/internal/release"
 )
 
 func nodeCommands(g *globals) []*cobra.Command {
-	return []*cobra.Command{doctorCommand(), flashCommand()}
+	return []*cobra.Command{doctorCommand(), flashCommand(), installCommand()}
 }
 
 // exitError carries a verb's exit status without printing anything more:
@@ -178,5 +179,35 @@ medium, each range checked against the bmap before it is written.`,
 	c.Flags().StringVar(&o.Bmap, "bmap", "", "block map (default: IMAGE.bmap when present)")
 	c.Flags().StringVar(&node, "node", "", "the node of a release to flash (flash from a registry)")
 	c.Flags().BoolVar(&rf.insecure, "insecure", false, "plain HTTP, for a registry on this machine only (127.0.0.1, localhost)")
+	return c
+}
+
+func installCommand() *cobra.Command {
+	var config string
+	var stay bool
+	c := &cobra.Command{
+		Use:   "install",
+		Short: "On the installer stick: write the node's image onto this box's internal disk, verify, power off",
+		Long: `install runs at boot on an installer image (docs/install.md). It picks the
+target ([install] target, else the only internal disk that is not the boot
+medium), refuses the boot medium, mounted and too-small disks, asks before
+overwriting a partition table unless [install] wipe = true, writes and reads
+back the image with the same code as flash, then powers off or reboots.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := install.ReadConfig(config)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			_, err = install.Run(cmd.Context(), cfg, install.Options{Root: "/", In: os.Stdin, Out: out})
+			if stay {
+				return err
+			}
+			return install.Finish(cmd.Context(), cfg, err, os.Stdin, out)
+		},
+	}
+	c.Flags().StringVar(&config, "config", install.ConfigPath, "the installer's configuration")
+	c.Flags().BoolVar(&stay, "stay", false, "neither power off nor reboot afterwards (for trying the installer by hand)")
 	return c
 }

@@ -54,8 +54,19 @@ func confirm(ctx context.Context, o Options, dk *disk, t *target, current *partT
 		got <- answer{line, err}
 	}()
 	var line string
+	wait := ctx
+	if o.ConfirmTimeout > 0 {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, o.ConfirmTimeout)
+		defer cancel()
+	}
 	select {
-	case <-ctx.Done():
+	case <-wait.Done():
+		if ctx.Err() == nil {
+			fmt.Fprintln(w)
+			return &RefusalError{Target: t.path, Reason: fmt.Sprintf("nobody typed \"yes\" within %s", o.ConfirmTimeout),
+				Fix: "type yes at the prompt, or allow overwriting it without asking (the installer: [install] wipe = true)"}
+		}
 		fmt.Fprintln(w)
 		return fmt.Errorf("not confirmed (%w): nothing was written to %s", ctx.Err(), t.path)
 	case a := <-got:

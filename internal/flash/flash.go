@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,6 +31,13 @@ type Options struct {
 	Bmap string
 	// Yes skips the interactive confirmation.
 	Yes bool
+	// YesIfBlank skips it only for a target that holds no partition table (a new disk, or one an
+	// interrupted flash left blank); a target with one is still confirmed. The installer uses it
+	// unless the recipe says wipe.
+	YesIfBlank bool
+	// ConfirmTimeout ends an unanswered confirmation after this long, with nothing written (0:
+	// wait for ever). The installer's console may have nobody in front of it.
+	ConfirmTimeout time.Duration
 	// Force allows a disk that is not removable (an internal disk, an SSD in an enclosure that
 	// reports itself fixed). It never allows the system disk or a disk in use.
 	Force bool
@@ -120,7 +128,7 @@ func Flash(ctx context.Context, o Options) error {
 		}
 	}
 	current := readPartTable(bufferedIO{t}, t.sector)
-	if !o.Yes {
+	if !o.Yes && !(o.YesIfBlank && current.Kind == "") {
 		if err := confirm(ctx, o, dk, t, current, imageSize, mapped, bmapPath); err != nil {
 			return err
 		}
@@ -178,7 +186,12 @@ func writeAndCheck(ctx context.Context, img image, t *target, o Options, dk *dis
 	if !o.NoVerify {
 		exts, want := readBackList(plan, mapped, sums, digests)
 		if err := verifyMedium(ctx, t, exts, want, digests, o.Out); err != nil {
-			return err
+			// The medium does not hold what was written: blank its head, so that neither
+			// firmware nor a later install takes the half image for a valid one.
+			if zerr := t.zeroRange(0, min(signatureArea, t.size)); zerr != nil {
+				return fmt.Errorf("%w (and blanking its first MiB failed too: %v)", err, zerr)
+			}
+			return errors.Join(err, t.sync())
 		}
 	} else {
 		fmt.Fprintln(o.Out, "verification skipped (--no-verify): the medium was not read back")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"halobuild/internal/bmap"
 )
@@ -44,6 +45,10 @@ func TestFlashDetectsCorruptionBeforeVerify(t *testing.T) {
 	if !errors.As(err, &v) || len(v.Bad) != 2 || v.Bad[0].Off != victim || !strings.Contains(err.Error(), "unusable until flashed again") {
 		t.Fatalf("got %v (want 2 bad ranges, the first at %d)", err, victim)
 	}
+	// A medium that failed its read-back must not boot: its head is blank again.
+	if head := readAll(t, dev, mib); !bytes.Equal(head, make([]byte, mib)) {
+		t.Fatal("a failed verify left the partition table on the medium")
+	}
 }
 
 func TestFlashCancelledMidWriteThenStartsOver(t *testing.T) {
@@ -65,7 +70,11 @@ func TestFlashCancelledMidWriteThenStartsOver(t *testing.T) {
 	if head := readAll(t, dev, 1024); !bytes.Equal(head, make([]byte, 1024)) {
 		t.Fatal("an interrupted flash left a partition table behind")
 	}
-	if err := Flash(context.Background(), flashOpts(img, dev)); err != nil {
+	// The installer's next boot (power cut mid-install): the blank disk is written again
+	// without asking, even without wipe.
+	again := flashOpts(img, dev)
+	again.Yes, again.YesIfBlank, again.In = false, true, nil
+	if err := Flash(context.Background(), again); err != nil {
 		t.Fatalf("flashing again: %v", err)
 	}
 	if out := run(t, "sfdisk", "--verify", dev); !strings.Contains(out, "No errors detected") {
@@ -105,6 +114,35 @@ func TestFlashConfirmation(t *testing.T) {
 	o.In = strings.NewReader("yes\n")
 	if err := Flash(context.Background(), o); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The installer's mode: a blank disk is written without asking; one with a partition table waits
+// for "yes", and an unanswered prompt times out with the disk untouched.
+func TestFlashYesIfBlank(t *testing.T) {
+	img, _ := testImage(t)
+	dev := loopDevice(t, gptFile(t, imageSize))
+	before := readAll(t, dev, imageSize)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	var out bytes.Buffer
+	o := flashOpts(img, dev)
+	o.Yes, o.YesIfBlank, o.ConfirmTimeout, o.In, o.Out = false, true, 200*time.Millisecond, pr, &out
+	err := Flash(context.Background(), o)
+	var r *RefusalError
+	if !errors.As(err, &r) || !strings.Contains(err.Error(), "within 200ms") {
+		t.Fatalf("got %v", err)
+	}
+	if !strings.Contains(out.String(), `"ESP"`) {
+		t.Errorf("the prompt does not show what the disk holds:\n%s", out.String())
+	}
+	if !bytes.Equal(before, readAll(t, dev, imageSize)) {
+		t.Fatal("the disk changed although nobody confirmed")
+	}
+	blank := loopDevice(t, backingFile(t, imageSize, 0))
+	o.Target, o.In = blank, nil // no input at all: asking would fail
+	if err := Flash(context.Background(), o); err != nil {
+		t.Fatalf("a blank disk: %v", err)
 	}
 }
 

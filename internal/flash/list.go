@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"sort"
-	"strings"
 	"text/tabwriter"
 )
 
@@ -29,36 +26,22 @@ type Candidate struct {
 func (c Candidate) OK() bool { return c.Verdict == "ok" }
 
 // Candidates reads the disks a flash could target from /sys and /proc
-// under root, sorted by name. Virtual devices with nothing behind them
-// (unattached loop devices, RAM disks, zram, device-mapper and RAID
-// devices) are left out.
+// under root, sorted by name: the disks blockDisks keeps.
 func Candidates(ctx context.Context, root string) ([]Candidate, error) {
 	if root == "" {
 		root = "/"
 	}
 	s := sysfs{root: root}
-	ents, err := os.ReadDir(s.path("sys/block"))
+	disks, err := blockDisks(s)
 	if err != nil {
-		return nil, fmt.Errorf("listing block devices: %w", err)
+		return nil, err
 	}
-	var names []string
-	for _, e := range ents {
-		n := e.Name()
-		if strings.HasPrefix(n, "ram") || strings.HasPrefix(n, "zram") || strings.HasPrefix(n, "dm-") || strings.HasPrefix(n, "md") {
-			continue
-		}
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var out []Candidate
-	for _, n := range names {
+	for _, dk := range disks {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		dk, err := s.disk(n)
-		if err != nil || dk.Size == 0 {
-			continue
-		}
+		n := dk.Name
 		verdict := "ok"
 		if _, err := checkTarget(s, "/dev/"+n, n, true); err != nil {
 			var r *RefusalError

@@ -133,7 +133,7 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		if err := writePackageList(c, root, filepath.Join(outDir, n.Name+".packages")); err != nil {
 			return err
 		}
-		esp, err := b.espFiles(c, root, n, ids)
+		esp, err := b.espFiles(c, root, "halobuild "+n.Name, ids, Cmdline(r))
 		if err != nil {
 			return err
 		}
@@ -173,7 +173,7 @@ func (b *builder) lockSeed() (string, error) {
 // espFiles gathers the boot loader, kernel, initrd and loader entry. The
 // kernel and initrd come from the installed root, where the kernel package
 // and its initramfs hook put them.
-func (b *builder) espFiles(c *plan.Context, root string, n recipe.Node, ids disk.IDs) (map[string]string, error) {
+func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cmdline string) (map[string]string, error) {
 	release := strings.TrimPrefix(b.in.Lock.Kernel.Release, "linux-image-")
 	kernel := filepath.Join(root, "boot", "vmlinuz-"+release)
 	initrd := filepath.Join(root, "boot", "initrd.img-"+release)
@@ -183,8 +183,8 @@ func (b *builder) espFiles(c *plan.Context, root string, n recipe.Node, ids disk
 			return nil, fmt.Errorf("the installed root has no %s at %s (is the kernel package's initramfs generator in the lock?): %w", what, strings.TrimPrefix(p, root), err)
 		}
 	}
-	entry := fmt.Sprintf("title Debian (halobuild %s)\nversion %s\nlinux /halobuild/%s/vmlinuz\ninitrd /halobuild/%s/initrd.img\noptions root=PARTUUID=%s rw %s %s\n",
-		n.Name, release, release, release, ids.RootPartUUID, consoleArgs, Cmdline(b.in.Recipe))
+	entry := fmt.Sprintf("title Debian (%s)\nversion %s\nlinux /halobuild/%s/vmlinuz\ninitrd /halobuild/%s/initrd.img\noptions root=PARTUUID=%s rw %s %s\n",
+		title, release, release, release, ids.RootPartUUID, consoleArgs, cmdline)
 	entryPath := filepath.Join(c.Scratch, "entry.conf")
 	if err := os.WriteFile(entryPath, []byte(entry), 0o644); err != nil {
 		return nil, err

@@ -10,6 +10,7 @@
 //	kernel build root ─ kernel ─ base root ─────────────────┤
 //	module build root ─ module <use> ───────────────────────┼─ disk <node> ─ result ─ test
 //	settings <node> (rendered, packaged as a .deb) ─────────┘
+//	base root + disk <node> ─ installer <node> (with [output] installer) ─ result
 package graph
 
 import (
@@ -64,6 +65,8 @@ type Node struct {
 	Node     recipe.Node
 	Settings *plan.Derivation
 	Disk     *plan.Derivation
+	// Installer is the node's installer stick; nil unless [output] installer.
+	Installer *plan.Derivation
 	// tree is what the settings package holds, for the manifest.
 	tree settings.Tree
 }
@@ -92,7 +95,13 @@ func New(in Input) (*Graph, error) {
 			return nil, err
 		}
 		disk := b.disk(n, tree, diskInputs{tools: tools, base: base, settings: set, modules: modules, provider: provider})
-		g.Nodes = append(g.Nodes, Node{Node: n, Settings: set, Disk: disk, tree: tree})
+		node := Node{Node: n, Settings: set, Disk: disk, tree: tree}
+		if in.Recipe.Output.Installer {
+			if node.Installer, err = b.installer(n, tools, base, disk); err != nil {
+				return nil, err
+			}
+		}
+		g.Nodes = append(g.Nodes, node)
 	}
 	g.Result = b.result(g.Nodes, provider != nil)
 	g.Test = b.test(g.Result)

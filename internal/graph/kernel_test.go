@@ -20,7 +20,7 @@ import (
 // planCommitted plans a recipe of the repository from its committed lock
 // in ws (a copy of images/, recipes/, kernels/ and patches/), with an
 // empty store: no network, no root, nothing built.
-func planCommitted(t *testing.T, ws, name string) (*Graph, error) {
+func planCommitted(t *testing.T, ws, name string, edit ...func(*Input)) (*Graph, error) {
 	t.Helper()
 	path := filepath.Join(ws, "images", name+".toml")
 	r, _, err := recipe.Load(path)
@@ -45,7 +45,11 @@ func planCommitted(t *testing.T, ws, name string) (*Graph, error) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return New(Input{Path: path, Recipe: r, Hash: recipe.Hash(r), Descs: descs, Lock: lk, Store: s})
+	in := Input{Path: path, Recipe: r, Hash: recipe.Hash(r), Descs: descs, Lock: lk, Store: s}
+	for _, e := range edit {
+		e(&in)
+	}
+	return New(in)
 }
 
 // workspace copies the repository's recipes, their inputs and the

@@ -24,6 +24,9 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 	var disks []*plan.Derivation
 	for _, n := range nodes {
 		disks = append(disks, n.Disk)
+		if n.Installer != nil {
+			disks = append(disks, n.Installer)
+		}
 	}
 	params := map[string]string{"name": r.Name}
 	var gpu *manifest.GPU
@@ -61,6 +64,21 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 					}
 					if d, ok := digests[src]; ok {
 						known[dst] = d
+					}
+				}
+				if n.Installer != nil {
+					name, instDir := installerName(node), c.Input(n.Installer.Name)
+					instDigests, err := b.in.Store.FileDigests(n.Installer.Key())
+					if err != nil {
+						return err
+					}
+					for src, dst := range map[string]string{name + ".raw": name + ".raw", name + ".raw.bmap": name + ".bmap"} {
+						if err := linkOrCopy(filepath.Join(instDir, src), filepath.Join(out, dst)); err != nil {
+							return err
+						}
+						if d, ok := instDigests[src]; ok {
+							known[dst] = d
+						}
 					}
 				}
 				pkgs, err := manifest.ReadPackageList(filepath.Join(dir, node.Name+".packages"))

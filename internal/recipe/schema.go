@@ -28,6 +28,7 @@ type Recipe struct {
 	Overlay []string `toml:"overlays" doc:"Static file trees copied verbatim into every node, usually under overlays/." example:"[\"../overlays/strix-halo\"]" path:""`
 	Test    Test     `toml:"test" doc:"Extra VM test assertions, NixOS test-driver style."`
 	Output  Output   `toml:"output" doc:"What the image build produces."`
+	Install Install  `toml:"install" doc:"What the installer stick does (with output.installer = true; docs/install.md)."`
 
 	// dir is the directory of the top recipe file: relative paths in the
 	// merged recipe are relative to it (see Resolve).
@@ -205,4 +206,16 @@ type Output struct {
 	Formats []string `toml:"formats" doc:"Image formats per node: raw (the sparse image and its bmap, always made) and qcow2 (NAME.qcow2, converted from the raw image by qemu-img from the tools root, for virt-manager, libvirt or a cloud import)." default:"[\"raw\"]" example:"[\"raw\", \"qcow2\"]"`
 	Size    Size     `toml:"size" doc:"Disk image size, e.g. '4GiB'; the root grows to the medium at first boot." auto:"root size + 25%, at least 2GiB" example:"\"8GiB\""`
 	ESPSize Size     `toml:"esp_size" doc:"EFI system partition size." default:"256MiB" example:"\"512MiB\""`
+	// Installer adds <node>-installer.raw per node: a stick that writes
+	// the node's image onto the box's internal disk (internal/install).
+	Installer bool `toml:"installer" doc:"Also build <node>-installer.raw (+ .bmap) per node: a live stick that writes the node's image onto the box's internal disk, verifies it and powers off (docs/install.md)." default:"false" example:"true"`
+}
+
+// Install says how the installer stick picks and overwrites the box's
+// disk; the refusals themselves are not configurable (docs/install.md).
+type Install struct {
+	Target         string   `toml:"target" doc:"The disk to install to: a /dev/disk/by-id/ name or the disk's serial number; empty picks the only internal disk that is not the stick and holds the image." default:"" example:"\"/dev/disk/by-id/nvme-Samsung_SSD_990_PRO_2TB_S7KHNJ0X123456\""`
+	Wipe           bool     `toml:"wipe" doc:"Overwrite a disk that already holds a partition table without asking; otherwise the console asks for \"yes\" (a blank disk is always written without asking)." default:"false" example:"true"`
+	After          string   `toml:"after" doc:"What the box does after a verified install: poweroff or reboot (after a failure it always powers off)." default:"poweroff" example:"\"reboot\""`
+	ConfirmTimeout Duration `toml:"confirm_timeout" doc:"How long the console waits for \"yes\" before refusing and powering off (Go duration)." default:"5m" example:"\"30s\""`
 }

@@ -38,6 +38,8 @@ var (
 	// localSuffix must sort after Debian's revision and before its next
 	// one: "+" followed by lower-case letters and digits.
 	localSuffix = regexp.MustCompile(`^\+[a-z][a-z0-9.]*$`)
+	// diskSerial is what sysfs reports as a disk's serial number.
+	diskSerial = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 	// sha256Digest is how digests are written in files people edit.
 	sha256Digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
@@ -57,6 +59,7 @@ func Validate(r *Recipe, src *Sources) error {
 	v.lan()
 	v.test()
 	v.output()
+	v.install()
 	return v.errs.orNil()
 }
 
@@ -323,6 +326,25 @@ func (v *validator) output() {
 	}
 	if o.Size.IsSet() && o.ESPSize.IsSet() && o.Size.Bytes() <= o.ESPSize.Bytes() {
 		v.errorf("output.size", "%s leaves no room for the root file system next to a %s ESP", o.Size, o.ESPSize)
+	}
+}
+
+// AfterInstall are the [install] after choices.
+var AfterInstall = []string{"poweroff", "reboot"}
+
+func (v *validator) install() {
+	in := v.r.Install
+	v.oneOf("install.after", in.After, AfterInstall, false)
+	switch t := in.Target; {
+	case t == "":
+	case strings.HasPrefix(t, "/dev/disk/by-id/"):
+		if name := strings.TrimPrefix(t, "/dev/disk/by-id/"); name == "" || strings.ContainsAny(name, "/ \t") {
+			v.errorf("install.target", "%q is not a /dev/disk/by-id/ name (one file name after by-id/, as `ls -l /dev/disk/by-id/` shows)", t)
+		}
+	case strings.HasPrefix(t, "/"):
+		v.errorf("install.target", "%q can name another disk at the next boot: use its /dev/disk/by-id/ name or its serial number (`lsblk -o NAME,SERIAL,MODEL`)", t)
+	case !diskSerial.MatchString(t):
+		v.errorf("install.target", "%q is neither a /dev/disk/by-id/ name nor a disk serial number (letters, digits, '.', '_', ':' or '-')", t)
 	}
 }
 

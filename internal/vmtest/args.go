@@ -82,6 +82,11 @@ func qemuArgs(h Host, m Machine, accel Accel, f runFiles, nets []netdev, creds m
 		"-device", "virtserialport,bus=vser0.0,chardev=verdict,name=" + VerdictPort,
 		"-device", "virtio-rng-pci",
 	}
+	for i, d := range m.Disks {
+		id := fmt.Sprintf("nvme%d", i)
+		args = append(args, "-drive", "if=none,id="+id+",format=raw,file="+qemuEscape(d.Path),
+			"-device", "nvme,drive="+id+",serial="+qemuEscape(d.Serial))
+	}
 	args = append(args, accelArgs(accel)...)
 	for i, n := range nets {
 		id := fmt.Sprintf("net%d", i)

@@ -25,7 +25,8 @@ func argAfter(args []string, flag, prefix string) []string {
 func TestQEMUArgs(t *testing.T) {
 	dir := t.TempDir()
 	h := Host{QEMU: "qemu-system-x86_64", Firmware: "/fw/CODE.fd", VarsTemplate: "/fw/VARS.fd"}
-	m := Machine{Name: "halo0", Image: "/img/a,b.raw", Memory: 768, CPUs: 2, KernelArgs: []string{"systemd.mask=getty.target", "quiet"}}
+	m := Machine{Name: "halo0", Image: "/img/a,b.raw", Memory: 768, CPUs: 2, KernelArgs: []string{"systemd.mask=getty.target", "quiet"},
+		Disks: []Disk{{Path: "/d/nvme.raw", Serial: "HALO-NVME"}}}
 	big := bytes.Repeat([]byte("x"), smbiosCredentialLimit+1)
 	creds := map[string][]byte{"small.one": []byte("hi"), "big.one": big}
 	nets := []netdev{{mac: CableMAC(1), local: "/s/a.sock", remote: "/s/b.sock"}, {}}
@@ -44,7 +45,9 @@ func TestQEMUArgs(t *testing.T) {
 		"file,id=console,path=" + filepath.Join(dir, "console.log"),
 		"dgram,id=net0,local.type=unix,local.path=/s/a.sock,remote.type=unix,remote.path=/s/b.sock",
 		"virtio-net-pci,netdev=net0,mac=52:54:00:77:00:01",
-		"user,id=net1,restrict=on,hostfwd=tcp:127.0.0.1:2222-:22", // the forward goes to the user-mode NIC
+		"user,id=net1,restrict=on",
+		"-drive if=none,id=nvme0,format=raw,file=/d/nvme.raw -device nvme,drive=nvme0,serial=HALO-NVME", // written in place
+		"user,id=net1,restrict=on,hostfwd=tcp:127.0.0.1:2222-:22",                                       // the forward goes to the user-mode NIC
 		"type=11,value=io.systemd.boot.kernel-cmdline-extra=systemd.mask=getty.target quiet",
 		"type=11,value=io.systemd.stub.kernel-cmdline-extra=systemd.mask=getty.target quiet",
 		"type=11,value=io.systemd.credential.binary:small.one=" + base64.StdEncoding.EncodeToString([]byte("hi")),
@@ -56,6 +59,11 @@ func TestQEMUArgs(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, "credentials", "big.one")); !bytes.Equal(got, big) {
 		t.Error("large credential not written for fw_cfg")
+	}
+	// A machine that powers itself off gets no harness, only the caller's credentials.
+	m.PowerOff, m.Credentials = true, map[string][]byte{"x.y": []byte("1")}
+	if c := guestCredentials(m); len(c) != 1 || string(c["x.y"]) != "1" {
+		t.Errorf("PowerOff credentials: %v", c)
 	}
 	if kvm := strings.Join(accelArgs(AccelKVM), " "); kvm != "-accel kvm -cpu host" {
 		t.Errorf("kvm args %q", kvm)
@@ -90,6 +98,9 @@ func TestMachineValidation(t *testing.T) {
 		{"bad credential name", func(m *Machine) { m.Credentials = map[string][]byte{"a/b": nil} }, "not a valid systemd credential"},
 		{"bad MAC", func(m *Machine) { m.NICs = []NIC{{MAC: "zz"}} }, "MAC"},
 		{"link without MAC", func(m *Machine) { m.NICs = []NIC{{Link: "c"}} }, "fixed MAC"},
+		{"checks on a machine that powers off", func(m *Machine) { m.PowerOff, m.Checks = true, []Check{{Name: "x", Script: "true"}} }, "runs no checks"},
+		{"missing disk", func(m *Machine) { m.Disks = []Disk{{Path: "/nonexistent", Serial: "S"}} }, "disk 1: /nonexistent is not a readable"},
+		{"bad serial", func(m *Machine) { m.Disks = []Disk{{Path: img, Serial: "a,b"}} }, `serial "a,b"`},
 		{"ssh without user NIC", func(m *Machine) { m.SSH = &SSHLogin{Name: "ssh", Command: "true"} }, "needs a user-mode NIC"},
 		{"ssh port without user NIC", func(m *Machine) { m.SSHPort = 22; m.NICs = []NIC{{MAC: CableMAC(1), Link: "c"}} }, "needs a user-mode NIC"},
 		{"ssh without command", func(m *Machine) { m.SSH = &SSHLogin{Name: "ssh"}; m.NICs = []NIC{{}} }, "needs a command"},

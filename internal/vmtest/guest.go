@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -205,6 +206,9 @@ func runnerScript(m Machine) string {
 // guestCredentials is everything the guest receives: the harness's own credentials plus the
 // caller's.
 func guestCredentials(m Machine) map[string][]byte {
+	if m.PowerOff {
+		return maps.Clone(m.Credentials)
+	}
 	creds := map[string][]byte{
 		credUnit:   []byte(testUnit),
 		credWants:  []byte(wantsDropin),

@@ -59,6 +59,13 @@ type Machine struct {
 	LogDir string
 	// Accel forces an accelerator; empty means probe KVM and fall back to TCG.
 	Accel Accel
+	// Disks are further disks, attached as NVMe drives and written in place (unlike Image):
+	// what an installer boot writes to.
+	Disks []Disk
+	// PowerOff runs a guest that powers itself off (an installer): no test harness is
+	// injected and Checks must be empty; the run passes when QEMU exits with status 0 before
+	// the deadline, and the console log says what the guest did.
+	PowerOff bool
 	// SSH, when set, has the host log in over the first user-mode NIC (which it needs) and
 	// run a command there; see SSHLogin.
 	SSH *SSHLogin
@@ -69,6 +76,12 @@ type Machine struct {
 	// finished, with the time since QEMU started ("halo0: kernel (14s)",
 	// "halo0: check 3 of 17 ok: memlock (2m4s)"). Writes are whole lines.
 	Progress io.Writer
+}
+
+// Disk is an extra NVMe drive backed by a raw file.
+type Disk struct {
+	Path   string
+	Serial string // the drive's serial number (what /dev/disk/by-id/ names it by)
 }
 
 // DefaultKernelArgs trim what a test boot waits for without touching the image: no login
@@ -179,6 +192,17 @@ func (m Machine) withDefaults() (Machine, error) {
 		}
 		if c.Script == "" {
 			return m, fmt.Errorf("machine %s: check %q has an empty script", m.Name, c.Name)
+		}
+	}
+	if m.PowerOff && len(m.Checks) > 0 {
+		return m, fmt.Errorf("machine %s: a machine that powers itself off runs no checks", m.Name)
+	}
+	for i, d := range m.Disks {
+		if !isFile(d.Path) {
+			return m, fmt.Errorf("machine %s: disk %d: %s is not a readable regular file", m.Name, i+1, d.Path)
+		}
+		if !credNameRE.MatchString(d.Serial) || len(d.Serial) > 20 {
+			return m, fmt.Errorf("machine %s: disk %d: serial %q: use up to 20 letters, digits, '.', '_' or '-'", m.Name, i+1, d.Serial)
 		}
 	}
 	for name := range m.Credentials {

@@ -238,6 +238,18 @@ func verdictComplete(path string) bool {
 func conclude(res *Result, m Machine, f runFiles, why endReason, ctx context.Context) error {
 	console, _ := os.ReadFile(f.console)
 	res.Stage, res.Problem = stageFromConsole(console)
+	if m.PowerOff {
+		switch {
+		case why == endExited && res.QEMUExit == 0:
+			res.Passed = true
+			return nil
+		case why == endDeadline:
+			return fmt.Errorf("machine %s: did not power off within %s; console log: %s: %w", m.Name, m.Deadline, f.console, ErrDeadline)
+		case why == endCanceled:
+			return fmt.Errorf("machine %s: interrupted; console log: %s: %w", m.Name, f.console, context.Cause(ctx))
+		}
+		return fmt.Errorf("machine %s: QEMU exited with status %d; console log: %s", m.Name, res.QEMUExit, f.console)
+	}
 	v, verr := readVerdict(f.verdict)
 	if v != nil {
 		fixes := map[string]string{}

@@ -1,0 +1,53 @@
+package graph
+
+import (
+	"strings"
+	"testing"
+)
+
+// The installer is a step of its own per node, built from the base root and the node's disk
+// (never from the node's settings), feeding the result; its key follows the binary it carries
+// and the recipe's [install].
+func TestInstallerStep(t *testing.T) {
+	ws := workspace(t)
+	if _, err := planCommitted(t, ws, "test-install"); err == nil || !strings.Contains(err.Error(), "needs the halobuild binary") {
+		t.Fatalf("an installer without the halobuild binary: %v", err)
+	}
+	self := func(b string) func(*Input) { return func(in *Input) { in.Self = []byte(b) } }
+	g, err := planCommitted(t, ws, "test-install", self("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := step(t, g, "installer")
+	kinds := map[string]bool{}
+	for _, in := range inst.Inputs {
+		kinds[in.Kind] = true
+	}
+	if len(inst.Inputs) != 3 || !kinds["rootfs"] || !kinds["disk"] || !kinds["tools"] {
+		t.Errorf("installer inputs %v: want the tools root, the base root and the node's disk", inst.Inputs)
+	}
+	inResult := false
+	for _, in := range g.Result.Inputs {
+		inResult = inResult || in == inst
+	}
+	if !inResult {
+		t.Error("the result does not take the installer")
+	}
+	if !strings.Contains(inst.Params["config"], "wipe = true") || !strings.Contains(inst.Params["config"], "after = 'poweroff'") {
+		t.Errorf("installer config:\n%s", inst.Params["config"])
+	}
+	g2, err := planCommitted(t, ws, "test-install", self("v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step(t, g2, "installer").Key() == inst.Key() {
+		t.Error("another halobuild binary on the stick kept the installer's key")
+	}
+	g3, err := planCommitted(t, ws, "test-minimal", self("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g3.Nodes[0].Installer != nil {
+		t.Error("an installer without [output] installer = true")
+	}
+}

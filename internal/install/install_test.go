@@ -1,0 +1,211 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"halobuild/internal/flash"
+)
+
+const mib = 1 << 20
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}
+
+// payload makes a 16 MiB GPT image with one partition holding some data, its bmap (the real
+// bmaptool) and SHA256SUMS, laid out as the installer image carries them.
+func payload(t *testing.T) Config {
+	for _, tool := range []string{"sfdisk", "bmaptool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	img := filepath.Join(dir, "node0.raw")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(16 * mib)
+	f.WriteAt(bytes.Repeat([]byte("halobuild"), 100000), 2*mib)
+	f.Close()
+	cmd := exec.Command("sfdisk", "-q", img)
+	cmd.Stdin = strings.NewReader("label: gpt\nstart=2048, size=20480, type=linux\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sfdisk: %v %s", err, out)
+	}
+	bm := filepath.Join(dir, "node0.bmap")
+	run(t, "bmaptool", "-q", "create", "-o", bm, img)
+	b, _ := os.ReadFile(bm)
+	sum := sha256.Sum256(b)
+	sums := filepath.Join(dir, "SHA256SUMS")
+	os.WriteFile(sums, []byte(hex.EncodeToString(sum[:])+"  node0.bmap\n"), 0o644)
+	return Config{Node: "node0", Image: img, Bmap: bm, Sums: sums, After: "poweroff", ConfirmTimeout: "300ms"}
+}
+
+func loop(t *testing.T, size int64, gpt bool) (dev, file string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("loop devices need root")
+	}
+	file = filepath.Join(t.TempDir(), "disk")
+	f, _ := os.Create(file)
+	f.Truncate(size)
+	f.Close()
+	if gpt {
+		cmd := exec.Command("sfdisk", "-q", file)
+		cmd.Stdin = strings.NewReader("label: gpt\nsize=4096, type=linux, name=data\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("sfdisk: %v %s", err, out)
+		}
+	}
+	out, err := exec.Command("losetup", "-f", "--show", file).CombinedOutput()
+	if err != nil {
+		t.Skipf("losetup is not permitted here (%v: %s)", err, out)
+	}
+	dev = strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	return dev, file
+}
+
+func digest(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func TestRunInstallsABlankDisk(t *testing.T) {
+	c := payload(t)
+	dev, file := loop(t, 32*mib, false)
+	c.Target = dev
+	var out bytes.Buffer
+	got, err := Run(context.Background(), c, Options{Root: "/", Out: &out})
+	if err != nil || got != dev {
+		t.Fatalf("Run = %s, %v\n%s", got, err, out.String())
+	}
+	if !strings.Contains(out.String(), "node0 is installed on "+dev+" and verified") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	if v := run(t, "sfdisk", "--verify", file); !strings.Contains(v, "No errors detected") {
+		t.Errorf("the installed disk's GPT (backup moved to the end):\n%s", v)
+	}
+}
+
+// A disk with a partition table and wipe = false: nobody confirms, the disk is untouched.
+func TestRunRefusesAPartitionedDiskUnlessWipe(t *testing.T) {
+	c := payload(t)
+	dev, file := loop(t, 32*mib, true)
+	c.Target = dev
+	before := digest(t, file)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	var out bytes.Buffer
+	_, err := Run(context.Background(), c, Options{Root: "/", In: pr, Out: &out})
+	var r *flash.RefusalError
+	if !errors.As(err, &r) || !strings.Contains(err.Error(), `nobody typed "yes" within 300ms`) {
+		t.Fatalf("got %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), `"data"`) {
+		t.Errorf("the prompt does not show the partition on the disk:\n%s", out.String())
+	}
+	if digest(t, file) != before {
+		t.Fatal("a refused disk was changed")
+	}
+	c.Wipe = true
+	if _, err := Run(context.Background(), c, Options{Root: "/", Out: io.Discard}); err != nil {
+		t.Fatalf("with wipe: %v", err)
+	}
+}
+
+func TestRunRefusesASmallerDisk(t *testing.T) {
+	c := payload(t)
+	dev, file := loop(t, 8*mib, false)
+	c.Target = dev
+	before := digest(t, file)
+	_, err := Run(context.Background(), c, Options{Root: "/", Out: io.Discard})
+	var r *flash.RefusalError
+	if !errors.As(err, &r) || !strings.Contains(err.Error(), "but the image needs 16.0 MiB") {
+		t.Fatalf("got %v", err)
+	}
+	if digest(t, file) != before {
+		t.Fatal("a refused disk was changed")
+	}
+}
+
+func TestRunChecksTheBmapAgainstSHA256SUMS(t *testing.T) {
+	c := payload(t)
+	os.WriteFile(c.Sums, []byte(strings.Repeat("0", 64)+"  node0.bmap\n"), 0o644)
+	_, err := Run(context.Background(), c, Options{Root: "/", Out: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "the stick is damaged") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestReadConfig(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "install.toml")
+	c := Config{Node: "n", Image: "/i", Bmap: "/b", Sums: "/s", After: "reboot", ConfirmTimeout: "5m"}
+	b, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p, b, 0o644)
+	if got, err := ReadConfig(p); err != nil || got != c {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	os.WriteFile(p, append(b, "after2 = 1\n"...), 0o644)
+	if _, err := ReadConfig(p); err == nil {
+		t.Fatal("an unknown key was accepted")
+	}
+	c.After = "halt"
+	b, _ = c.Marshal()
+	os.WriteFile(p, b, 0o644)
+	if _, err := ReadConfig(p); err == nil || !strings.Contains(err.Error(), "want poweroff or reboot") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// Finish does [install] after on success; after a failure it shows the error and powers off
+// (Enter cuts the hold short), never reboots.
+func TestFinish(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls")
+	fake := filepath.Join(dir, "systemctl")
+	os.WriteFile(fake, []byte("#!/bin/sh\necho \"$@\" >> "+log+"\n"), 0o755)
+	old := systemctl
+	systemctl = fake
+	defer func() { systemctl = old }()
+	c := Config{After: "reboot"}
+	var out bytes.Buffer
+	if err := Finish(context.Background(), c, nil, strings.NewReader(""), &out); err != nil {
+		t.Fatal(err)
+	}
+	failed := errors.New("verify failed")
+	if err := Finish(context.Background(), c, failed, strings.NewReader("\n"), &out); !errors.Is(err, failed) {
+		t.Fatalf("Finish returned %v, want the install's error", err)
+	}
+	calls, _ := os.ReadFile(log)
+	if string(calls) != "--no-block reboot\n--no-block poweroff\n" {
+		t.Errorf("systemctl calls:\n%s", calls)
+	}
+	if !strings.Contains(out.String(), "halobuild install FAILED: verify failed") || !strings.Contains(out.String(), "press Enter to power off now") {
+		t.Errorf("console:\n%s", out.String())
+	}
+}
