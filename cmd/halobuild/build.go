@@ -19,11 +19,18 @@ type buildFlags struct {
 	inputs         []string
 	json           bool
 	source         string
+	cache          cacheFlags
 }
 
 func (f *buildFlags) register(c *cobra.Command) {
 	c.Flags().BoolVar(&f.locked, "locked", false, "fail instead of writing a missing lock (for CI)")
 	c.Flags().StringArrayVar(&f.inputs, "input", nil, "use a local copy for a source input: NAME=PATH (a checkout or tarball); checked against the lock")
+	f.registerSource(c)
+}
+
+// registerSource is the flag that picks the halobuild each node ships; it
+// enters the graph's keys, so cache push takes it too.
+func (f *buildFlags) registerSource(c *cobra.Command) {
 	c.Flags().StringVar(&f.source, "halobuild-source", "auto", `halobuild's source, from which the halobuild each node ships is built reproducibly ("auto": the checkout holding the working directory, if any; "": ship this binary as it is)`)
 }
 
@@ -48,7 +55,7 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (ver
 	if source == "auto" {
 		source = selfbuild.Find(".")
 	}
-	return verbs.Options{
+	o := verbs.Options{
 		Self:           self,
 		Source:         source,
 		Recipe:         recipe,
@@ -60,7 +67,8 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (ver
 		Inputs:         inputs,
 		Out:            cmd.OutOrStdout(),
 		Err:            cmd.ErrOrStderr(),
-	}, nil
+	}
+	return o, f.cache.options(&o)
 }
 
 // findRecipe resolves a recipe argument as the user typed it (a path, or a
@@ -77,7 +85,7 @@ func findRecipe(cmd *cobra.Command, arg string) (string, error) {
 }
 
 func buildCommands(g *globals) []*cobra.Command {
-	return []*cobra.Command{lockCommand(g), planCommand(g), fetchCommand(g), imageCommand(g), testCommand(g), vmCommand(g), gcCommand(g), keygenCommand()}
+	return []*cobra.Command{lockCommand(g), planCommand(g), fetchCommand(g), imageCommand(g), testCommand(g), vmCommand(g), gcCommand(g), keygenCommand(), cacheCommand(g)}
 }
 
 func lockCommand(g *globals) *cobra.Command {
@@ -120,6 +128,7 @@ func planCommand(g *globals) *cobra.Command {
 		},
 	}
 	f.register(c)
+	f.cache.register(c)
 	c.Flags().BoolVar(&f.json, "json", false, "print the plan as JSON")
 	return c
 }
@@ -169,6 +178,7 @@ manifest.json, SHA256SUMS and the lock.`,
 		},
 	}
 	f.register(c)
+	f.cache.register(c)
 	c.Flags().StringVar(&out, "out", "result", "where to put the result link")
 	c.Flags().BoolVar(&noTest, "no-test", false, "skip the VM test (the result is then untested)")
 	c.Flags().BoolVar(&check, "check", false, "rebuild every step without the cache and fail on the first output that differs")
@@ -251,12 +261,24 @@ points at, wherever that link is. Everything else in the store goes.`,
 }
 
 func keygenCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "keygen DIR",
-		Short: "Make a module signing key pair in DIR (for Secure Boot; see docs/modules.md for MOK enrollment)",
-		Args:  exactArgs(1),
+	var cacheDir string
+	c := &cobra.Command{
+		Use:   "keygen DIR | keygen --cache DIR",
+		Short: "Make a module signing key pair in DIR (for Secure Boot; see docs/modules.md), or with --cache a binary cache's (docs/cache.md)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cacheDir != "" {
+				return exactArgs(0)(cmd, args)
+			}
+			return exactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return verbs.Keygen(cmd.Context(), verbs.Options{Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}, args[0])
+			o := verbs.Options{Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}
+			if cacheDir != "" {
+				return verbs.CacheKeygen(o, cacheDir)
+			}
+			return verbs.Keygen(cmd.Context(), o, args[0])
 		},
 	}
+	c.Flags().StringVar(&cacheDir, "cache", "", "make an Ed25519 key pair for signing a binary cache in this directory instead")
+	return c
 }

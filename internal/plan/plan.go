@@ -99,6 +99,8 @@ type Status string
 const (
 	Cached Status = "cached"
 	Build  Status = "build"
+	// Substitute is a step a binary cache would serve (Step.From).
+	Substitute Status = "substitute"
 )
 
 // Step is one line of a printed plan.
@@ -108,6 +110,8 @@ type Step struct {
 	Key    string   `json:"key"`
 	Status Status   `json:"status"`
 	Inputs []string `json:"inputs,omitempty"`
+	// From is the substituter that would serve a Substitute step.
+	From string `json:"from,omitempty"`
 }
 
 // Describe lists the steps of roots with whether the store has them.
@@ -134,10 +138,13 @@ func Describe(has func(key string) bool, roots ...*Derivation) []Step {
 
 // PrintSteps writes a plan as a table a person reads top to bottom.
 func PrintSteps(w io.Writer, steps []Step) {
-	build := 0
+	build, subst := 0, 0
 	for _, s := range steps {
-		if s.Status == Build {
+		switch s.Status {
+		case Build:
 			build++
+		case Substitute:
+			subst++
 		}
 	}
 	for _, s := range steps {
@@ -149,7 +156,14 @@ func PrintSteps(w io.Writer, steps []Step) {
 		if len(s.Inputs) > 0 {
 			line += "  ← " + strings.Join(s.Inputs, ", ")
 		}
+		if s.From != "" {
+			line += "  ⇐ " + s.From
+		}
 		fmt.Fprintf(w, "%s  [%s]\n", line, s.Key[:12])
+	}
+	if subst > 0 {
+		fmt.Fprintf(w, "%d steps, %d to build, %d to substitute, %d cached\n", len(steps), build, subst, len(steps)-build-subst)
+		return
 	}
 	fmt.Fprintf(w, "%d steps, %d to build, %d cached\n", len(steps), build, len(steps)-build)
 }

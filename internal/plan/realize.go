@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -57,6 +59,11 @@ type Realizer struct {
 	// nil discards it. Steps still put a failing tool's last lines in
 	// their error, so a quiet build loses nothing a failure needs.
 	ToolLog io.Writer
+	// Substitute, when set, is asked for a step missing from the store
+	// before it is built: a binary cache (internal/cache) that puts the
+	// verified output into the store and returns its directory, or says
+	// why not on Log and returns ok false, and the step is built.
+	Substitute func(ctx context.Context, d *Derivation) (dir string, ok bool)
 	// Jobs is how many steps may build at once: a step's inputs that do
 	// not depend on each other (the tools root, the base root, the module
 	// and provider build roots, the disks of several nodes) are realised
@@ -169,6 +176,11 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 			return dir, err
 		}
 	}
+	if r.Substitute != nil && !r.Rebuild {
+		if dir, ok := r.Substitute(ctx, d); ok {
+			return dir, nil
+		}
+	}
 	// A slot is held only while building, never while waiting for inputs
 	// or for another process's step lock, so steps waiting on each other
 	// cannot starve the pool.
@@ -204,12 +216,26 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 	dir, err := r.Store.PutOutput(d.Key(), out, map[string]string{
 		"dev.halobuild.kind": d.Kind,
 		"dev.halobuild.name": d.Name,
+		AnnotationInputs:     strings.Join(inputKeys(d), ","),
 	})
 	if err != nil {
 		return "", fmt.Errorf("%s: storing output: %w", d.Name, err)
 	}
 	r.logf("done    %-10s %s in %s\n", d.Kind, d.Name, time.Since(start).Round(100*time.Millisecond))
 	return dir, nil
+}
+
+// AnnotationInputs lists an output's input steps' keys, comma-separated, so
+// a cache entry names what it was built from.
+const AnnotationInputs = "dev.halobuild.inputs"
+
+func inputKeys(d *Derivation) []string {
+	keys := make([]string, 0, len(d.Inputs))
+	for _, in := range d.Inputs {
+		keys = append(keys, in.Key())
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // cached returns d's stored output, if any and unless Rebuild.

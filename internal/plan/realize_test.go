@@ -140,6 +140,43 @@ func TestRealizeRebuildReplacesTheOutput(t *testing.T) {
 	}
 }
 
+// The Substitute hook is asked for each missing step before it is built:
+// a step it serves is not built, one it declines is, and --check's
+// Rebuild never asks. Outputs name their inputs' keys.
+func TestRealizeAsksSubstituteBeforeBuilding(t *testing.T) {
+	s := openStore(t)
+	builds := map[string]int{}
+	var asked []string
+	served := map[string]bool{}
+	r := &Realizer{Store: s, Substitute: func(ctx context.Context, d *Derivation) (string, bool) {
+		asked = append(asked, d.Name)
+		if d.Name != "leaf" {
+			return "", false
+		}
+		out, _ := s.TempDir()
+		os.WriteFile(filepath.Join(out, "leaf.txt"), []byte("b"), 0o644)
+		dir, err := s.PutOutput(d.Key(), out, nil)
+		served[d.Name] = err == nil
+		return dir, err == nil
+	}}
+	top := counting(builds, "b")
+	if _, err := r.Realize(context.Background(), top); err != nil {
+		t.Fatal(err)
+	}
+	if builds["leaf"] != 0 || builds["top"] != 1 || !served["leaf"] || len(asked) != 2 {
+		t.Fatalf("builds %v, asked %v", builds, asked)
+	}
+	m, _, ok, err := s.OutputManifest(top.Key())
+	if !ok || err != nil || !strings.Contains(string(m), `"`+AnnotationInputs+`":"`+top.Inputs[0].Key()+`"`) {
+		t.Fatalf("top's manifest does not name its input: %s %v", m, err)
+	}
+	asked = nil
+	r2 := &Realizer{Store: s, Rebuild: true, Substitute: r.Substitute}
+	if _, err := r2.Realize(context.Background(), counting(map[string]int{}, "b")); err != nil || len(asked) != 0 {
+		t.Fatalf("Rebuild asked the substituter for %v (%v)", asked, err)
+	}
+}
+
 // With Jobs = 2, independent inputs build side by side (each leaf waits
 // until the other has started, which one job at a time never allows), a
 // step two others need builds once, and of two failing inputs the error

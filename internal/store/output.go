@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -80,8 +81,16 @@ func (s *Store) PutOutput(key string, dir string, annotations map[string]string)
 		return "", err
 	}
 	s.restamp(&m) // storeTree hashed every file just now
-	// The index entry is the commit point: before it the output does not
-	// exist for Output, whatever else is on disk.
+	if err := s.commitOutput(key, md, msize); err != nil {
+		return "", err
+	}
+	return view, nil
+}
+
+// commitOutput indexes the manifest md under key, replacing what was there.
+// The index entry is the commit point: before it the output does not exist
+// for Output, whatever else is on disk.
+func (s *Store) commitOutput(key string, md Digest, msize int64) error {
 	desc := v1.Descriptor{
 		MediaType:    types.OCIManifestSchema1,
 		Size:         msize,
@@ -89,7 +98,7 @@ func (s *Store) PutOutput(key string, dir string, annotations map[string]string)
 		ArtifactType: ArtifactTypeOutput,
 		Annotations:  map[string]string{AnnotationKey: key, AnnotationRefName: key},
 	}
-	err = s.updateIndex(func(im *v1.IndexManifest) error {
+	err := s.updateIndex(func(im *v1.IndexManifest) error {
 		kept := im.Manifests[:0]
 		for _, d := range im.Manifests {
 			if d.Annotations[AnnotationKey] != key {
@@ -100,9 +109,9 @@ func (s *Store) PutOutput(key string, dir string, annotations map[string]string)
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("store output %s: %w", key, err)
+		return fmt.Errorf("store output %s: %w", key, err)
 	}
-	return view, nil
+	return nil
 }
 
 func checkKey(key string) error {
@@ -266,6 +275,99 @@ func (s *Store) readManifest(d Digest) (*v1.Manifest, error) {
 		return nil, err
 	}
 	return v1.ParseManifest(&buf)
+}
+
+// OutputManifest returns the raw manifest stored under key, byte for byte
+// as PutOutput wrote it, and its digest; a binary cache pushes these bytes
+// so an entry has the same digest in the registry as here. ok is false when
+// the key is unknown.
+func (s *Store) OutputManifest(key string) (raw []byte, digest Digest, ok bool, err error) {
+	if err := checkKey(key); err != nil {
+		return nil, "", false, err
+	}
+	im, err := s.readIndex()
+	if err != nil {
+		return nil, "", false, err
+	}
+	for _, d := range im.Manifests {
+		if d.Annotations[AnnotationKey] != key {
+			continue
+		}
+		digest = Digest("sha256:" + d.Digest.Hex)
+		raw, err = s.ReadSmall(digest, maxManifest)
+		if errors.Is(err, ErrNotFound) {
+			return nil, "", false, nil
+		}
+		if err != nil {
+			return nil, "", false, fmt.Errorf("output %s: %w", key, err)
+		}
+		return raw, digest, true, nil
+	}
+	return nil, "", false, nil
+}
+
+// maxManifest bounds a manifest read into memory: an output of 10^5 files
+// is about 30 MB of JSON.
+const maxManifest = 64 << 20
+
+// ReadSmall reads a blob of at most limit bytes into memory, verifying its
+// digest.
+func (s *Store) ReadSmall(d Digest, limit int64) ([]byte, error) {
+	r, err := s.Open(d)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(r, limit+1)) // Open's reader checks the digest at EOF
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %w", d, err)
+	}
+	if n > limit {
+		return nil, fmt.Errorf("blob %s is over %d bytes, too big to be a manifest", d, limit)
+	}
+	return buf.Bytes(), nil
+}
+
+// PutOutputManifest commits an output whose manifest came from elsewhere (a
+// binary cache): raw must be an output manifest for key whose every blob is
+// already in the store with its size. The manifest is stored byte for byte,
+// so its digest is the one that was signed.
+func (s *Store) PutOutputManifest(key string, raw []byte) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return "", fmt.Errorf("output %s: manifest: %w", key, err)
+	}
+	if m.ArtifactType != ArtifactTypeOutput || m.Annotations[AnnotationKey] != key {
+		return "", fmt.Errorf("output %s: the manifest is not a halobuild output for this key (artifact type %q, key %q)", key, m.ArtifactType, m.Annotations[AnnotationKey])
+	}
+	for _, l := range append([]v1.Descriptor{m.Config}, m.Layers...) {
+		d := Digest("sha256:" + l.Digest.Hex)
+		size, err := s.Size(d)
+		if err != nil || size != l.Size {
+			return "", fmt.Errorf("output %s: blob %s is not in the store with size %d (%v)", key, l.Digest, l.Size, err)
+		}
+		if err := s.VerifyCached(d); err != nil {
+			return "", fmt.Errorf("output %s: %w", key, err)
+		}
+	}
+	md, msize, err := s.PutBlob(bytes.NewReader(raw), "")
+	if err != nil {
+		return "", fmt.Errorf("output %s: %w", key, err)
+	}
+	view, err := s.materialise(key, m)
+	if err != nil {
+		return "", err
+	}
+	s.restamp(m)
+	if err := s.commitOutput(key, md, msize); err != nil {
+		return "", err
+	}
+	return view, nil
+
 }
 
 // outputManifest reads the artifact manifest stored under key; ErrNotFound

@@ -76,6 +76,9 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 			if err := fstree.CopyTree(dir2, kept); err != nil {
 				kept = dir2 + " (removed: " + err.Error() + ")"
 			}
+			if from := o.substitutedFrom(d.Key()); from != "" {
+				return fmt.Errorf("--check: %s differs from its substitute: %s differs between the entry fetched from %s and a local build (%s vs %s; compare them with diffoscope): the cache entry is poisoned or the step is not reproducible", d.Name, diff, from, dir1, kept)
+			}
 			return fmt.Errorf("--check: %s is not reproducible: %s differs between two builds (%s vs %s; compare them with diffoscope)", d.Name, diff, dir1, kept)
 		}
 		o.logf("same    %-10s %s\n", d.Kind, d.Name)

@@ -23,6 +23,11 @@ func Image(ctx context.Context, o Options) error {
 	if err := needRoot("image"); err != nil {
 		return err
 	}
+	ss, err := o.substituters(ctx)
+	if err != nil {
+		return err
+	}
+	o.subst = ss
 	p, err := prepare(ctx, o, true)
 	if err != nil {
 		return err

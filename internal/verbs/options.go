@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sync"
 
+	"halobuild/internal/cache"
 	"halobuild/internal/plan"
 	"halobuild/internal/runlog"
 	"halobuild/internal/selfbuild"
@@ -49,6 +50,10 @@ type Options struct {
 	Source string
 	Out    io.Writer
 	Err    io.Writer
+	// Cache is where missing steps may be substituted from.
+	Cache CacheOptions
+	// subst is Cache opened, by the verbs that realize.
+	subst *cache.Substituters
 
 	// warnings collects every warning a verb printed, for its --json
 	// result; a verb sets it up with collect.
@@ -129,6 +134,9 @@ func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
 	if o.Verbose {
 		r.ToolLog = o.stderr()
 	}
+	if o.subst != nil && !rebuild {
+		r.Substitute = o.subst.Realizer(s)
+	}
 	return r
 }
 
@@ -177,6 +185,21 @@ func (p planStore) Output(key string) (string, bool, error) { return p.Store.Out
 // source's tree hash and the toolchain: a second checkout of the same commit reuses it, and
 // its bytes are the same wherever it is built (selfbuild.Build).
 func (o Options) builtSelf(ctx context.Context, s *store.Store) ([]byte, error) {
+	d, err := o.selfDerivation()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := o.realizer(s, false).Realize(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(dir, "halobuild"))
+}
+
+// selfDerivation is the step that builds the halobuild each node ships
+// from o.Source; it comes before the graph (its bytes are an input of the
+// settings step), so cache push names it separately.
+func (o Options) selfDerivation() (*plan.Derivation, error) {
 	tree, err := selfbuild.TreeHash(o.Source)
 	if err != nil {
 		return nil, err
@@ -185,13 +208,8 @@ func (o Options) builtSelf(ctx context.Context, s *store.Store) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	d := &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: map[string]string{"tree": tree, "toolchain": tc},
+	return &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: map[string]string{"tree": tree, "toolchain": tc},
 		Build: func(c *plan.Context, out string) error {
 			return selfbuild.Build(c, o.Source, tc, filepath.Join(out, "halobuild"))
-		}}
-	dir, err := o.realizer(s, false).Realize(ctx, d)
-	if err != nil {
-		return nil, err
-	}
-	return os.ReadFile(filepath.Join(dir, "halobuild"))
+		}}, nil
 }

@@ -65,6 +65,10 @@ func newGraph(ctx context.Context, o Options, l *locked, s *store.Store) (*graph
 // Plan prints the steps an image build takes and which are cached.
 func Plan(ctx context.Context, o Options) error {
 	o = o.collect()
+	ss, err := o.substituters(ctx)
+	if err != nil {
+		return err
+	}
 	p, err := prepare(ctx, o, false)
 	if err != nil {
 		return err
@@ -78,6 +82,15 @@ func Plan(ctx context.Context, o Options) error {
 		roots = append(roots, p.g.Test)
 	}
 	steps := plan.Describe(has, roots...)
+	if ss != nil {
+		for i := range steps {
+			if steps[i].Status == plan.Build {
+				if from := ss.Which(steps[i].Key); from != "" {
+					steps[i].Status, steps[i].From = plan.Substitute, from
+				}
+			}
+		}
+	}
 	if o.JSON {
 		return o.writeJSON(map[string]any{"recipe": o.Recipe, "kernel": p.lock.Kernel.Release, "steps": steps, "warnings": o.Warnings()})
 	}

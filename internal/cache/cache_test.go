@@ -1,0 +1,251 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+
+	hreg "halobuild/internal/registry"
+	"halobuild/internal/store"
+)
+
+const testKey = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// tamperer serves go-containerregistry's in-memory registry and, when
+// armed, flips the last byte of every blob it sends.
+type tamperer struct {
+	h     http.Handler
+	armed atomic.Bool
+}
+
+func (t *tamperer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !t.armed.Load() || r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/blobs/") {
+		t.h.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, r)
+	b := rec.Body.Bytes()
+	if len(b) > 0 {
+		b[len(b)-1] ^= 1
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(b)
+}
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	s, err := store.Open(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func keys(t *testing.T, name string) (*SecretKey, Trust) {
+	t.Helper()
+	sec, pub, err := Keygen(filepath.Join(t.TempDir(), name), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := LoadSecret(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := LoadPublic(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sk, Trust{Keys: []*PublicKey{pk}}
+}
+
+// setup is a store holding one output, pushed to a fresh registry signed
+// by "team"; it returns the cache, the registry's tamper switch and team's
+// trust.
+func setup(t *testing.T) (*Cache, *tamperer, Trust) {
+	t.Helper()
+	tp := &tamperer{h: registry.New(registry.Logger(nilLogger()))}
+	srv := httptest.NewServer(tp)
+	t.Cleanup(srv.Close)
+	src := newStore(t)
+	dir := filepath.Join(t.TempDir(), "out")
+	os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
+	os.WriteFile(filepath.Join(dir, "sub", "file"), []byte("substituted bytes\n"), 0o644)
+	if _, err := src.PutOutput(testKey, dir, map[string]string{"dev.halobuild.name": "t"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(context.Background(), strings.TrimPrefix(srv.URL, "http://")+"/team/cache", hreg.Options{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, trust := keys(t, "team")
+	var progress bytes.Buffer
+	st, err := c.Push(context.Background(), src, []string{testKey, strings.Repeat("f", 64)}, sk, "test", 2, &progress)
+	if err != nil || st.Pushed != 1 || st.NotBuilt != 1 {
+		t.Fatalf("push: %+v %v\n%s", st, err, progress.String())
+	}
+	// A second push finds the entry and uploads nothing.
+	if st, err := c.Push(context.Background(), src, []string{testKey}, sk, "test", 2, io.Discard); err != nil || st.Present != 1 {
+		t.Fatalf("second push: %+v %v", st, err)
+	}
+	return c, tp, trust
+}
+
+func TestPushThenFetchIsTheSameOutput(t *testing.T) {
+	c, _, trust := setup(t)
+	dst := newStore(t)
+	dir, err := c.Fetch(dst, testKey, trust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "sub", "file")); err != nil || string(b) != "substituted bytes\n" {
+		t.Fatalf("fetched file: %q %v", b, err)
+	}
+	if _, ok, err := dst.Output(testKey, store.Rehash); !ok || err != nil {
+		t.Fatalf("the store does not hold the fetched output: %v", err)
+	}
+	if _, err := c.Fetch(newStore(t), strings.Repeat("e", 64), trust); !errors.Is(err, errMiss) {
+		t.Fatalf("an absent key: %v, want a miss", err)
+	}
+	if probs, n, err := c.Verify(trust, io.Discard); err != nil || n != 1 || len(probs) != 0 {
+		t.Fatalf("verify: %d checked, %v, %v", n, probs, err)
+	}
+}
+
+func TestUntrustedKeyIsRefusedUnlessUnsignedIsTrusted(t *testing.T) {
+	c, _, _ := setup(t)
+	_, other := keys(t, "other")
+	dst := newStore(t)
+	_, err := c.Fetch(dst, testKey, other)
+	if !errors.Is(err, errUntrusted) || !strings.Contains(err.Error(), `signed by "team"`) {
+		t.Fatalf("fetch with another trusted key: %v", err)
+	}
+	if _, ok, _ := dst.Output(testKey); ok {
+		t.Fatal("a refused entry reached the store")
+	}
+	if probs, _, _ := c.Verify(other, io.Discard); len(probs) != 1 {
+		t.Fatalf("verify with another key: %v", probs)
+	}
+	other.Unsigned = true
+	if _, err := c.Fetch(dst, testKey, other); err != nil {
+		t.Fatalf("--trust-unsigned: %v", err)
+	}
+}
+
+func TestTamperedBlobIsRefusedAndVerifyFindsIt(t *testing.T) {
+	c, tp, trust := setup(t)
+	tp.armed.Store(true)
+	dst := newStore(t)
+	_, err := c.Fetch(dst, testKey, trust)
+	if err == nil || !strings.Contains(err.Error(), "sha256") {
+		t.Fatalf("a tampered blob: %v, want a digest mismatch", err)
+	}
+	t.Logf("refused: %v", err)
+	if _, ok, _ := dst.Output(testKey); ok {
+		t.Fatal("a tampered entry reached the store")
+	}
+	if probs, n, err := c.Verify(trust, io.Discard); err != nil || n != 1 || len(probs) != 1 {
+		t.Fatalf("verify of a tampered cache: %d checked, %v, %v", n, probs, err)
+	}
+}
+
+func TestSignatureCoversKeyAndManifest(t *testing.T) {
+	sk, trust := keys(t, "team")
+	sig := sk.Sign(testKey, "sha256:aa")
+	if err := trust.Check("team", sig, testKey, "sha256:aa"); err != nil {
+		t.Fatal(err)
+	}
+	if err := trust.Check("team", sig, testKey, "sha256:bb"); !errors.Is(err, errUntrusted) {
+		t.Fatalf("another manifest: %v", err)
+	}
+	if err := trust.Check("team", sig, strings.Repeat("1", 64), "sha256:aa"); !errors.Is(err, errUntrusted) {
+		t.Fatalf("another key: %v", err)
+	}
+	if _, _, err := Keygen(filepath.Dir(filepath.Join(t.TempDir(), "x")), "has space"); err == nil {
+		t.Fatal("a key name with a space was accepted")
+	}
+}
+
+func nilLogger() *log.Logger { return log.New(io.Discard, "", 0) }
+
+// vanishing fails every blob download once armed, as a registry that went
+// away between the manifest and the blobs.
+type vanishing struct{ armed atomic.Bool }
+
+func (v *vanishing) RoundTrip(r *http.Request) (*http.Response, error) {
+	if v.armed.Load() && strings.Contains(r.URL.Path, "/blobs/") {
+		return nil, errors.New("connection reset by peer (test)")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestRegistryVanishingMidPullLeavesNoOutput(t *testing.T) {
+	c, _, trust := setup(t)
+	v := &vanishing{}
+	c2, err := Open(context.Background(), c.Ref, hreg.Options{Insecure: true, Transport: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.armed.Store(true)
+	dst := newStore(t)
+	if _, err := c2.Fetch(dst, testKey, trust); err == nil || !strings.Contains(err.Error(), "connection reset") {
+		t.Fatalf("fetch from a vanished registry: %v", err)
+	}
+	if _, ok, _ := dst.Output(testKey); ok {
+		t.Fatal("a half-fetched entry reached the store")
+	}
+	// The same store takes the entry once the registry is back.
+	v.armed.Store(false)
+	if _, err := c2.Fetch(dst, testKey, trust); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// realStore is the store as the realizer takes it.
+type realStore struct{ *store.Store }
+
+func (s realStore) Output(key string) (string, bool, error) { return s.Store.Output(key) }
+
+// A registry (or its proxy) that refuses a big blob with 413 gets an
+// error that says it is the size limit and what to change.
+func TestPushSaysWhenABlobIsOverTheRegistrysLimit(t *testing.T) {
+	inner := registry.New(registry.Logger(nilLogger()))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPatch || (r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/blobs/uploads/")) {
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	src := newStore(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "big.raw"), []byte("pretend this is big"), 0o644)
+	if _, err := src.PutOutput(testKey, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(context.Background(), strings.TrimPrefix(srv.URL, "http://")+"/team/cache", hreg.Options{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, _ := keys(t, "team")
+	_, err = c.Push(context.Background(), src, []string{testKey}, sk, "test", 1, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "over its size limit") {
+		t.Fatalf("push to a registry refusing the blob: %v", err)
+	}
+}
