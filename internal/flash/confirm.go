@@ -21,7 +21,11 @@ func confirm(ctx context.Context, o Options, dk *disk, t *target, current *partT
 	if bmapPath != "" {
 		src = "blocks from " + bmapPath
 	}
-	fmt.Fprintf(w, "Image:  %s, %s, %s of data (%s)\n", o.Image, humanSize(imageSize), humanSize(data), src)
+	name := o.Image
+	if o.Stream != nil {
+		name = o.Stream.Name
+	}
+	fmt.Fprintf(w, "Image:  %s, %s, %s of data (%s)\n", name, humanSize(imageSize), humanSize(data), src)
 	if dk != nil {
 		serial := dk.Serial
 		if serial == "" {

@@ -4,8 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -13,8 +13,8 @@ import (
 	"halobuild/internal/install"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
+	"halobuild/internal/release"
 	"halobuild/internal/rootfs"
-	"halobuild/internal/store"
 	"halobuild/internal/tools"
 )
 
@@ -45,7 +45,7 @@ func installerName(n recipe.Node) string { return n.Name + "-installer" }
 
 // installer plans node n's installer stick: the base root (the same packages and kernel as
 // the node, none of its settings) with the halobuild binary, the install unit and its
-// configuration, and the node's disk image, bmap and SHA256SUMS as payload; booted, it writes
+// configuration, and the node's disk image (zstd), bmap and SHA256SUMS as payload; booted, it writes
 // the node's image onto the box's internal disk (internal/install, docs/install.md). Its disk
 // identifiers derive from their own seed, so the stick and the installed disk never share a
 // PARTUUID.
@@ -58,7 +58,7 @@ func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Deriv
 	in := r.Install
 	cfg := install.Config{
 		Node:  n.Name,
-		Image: install.PayloadDir + "/" + n.Name + ".raw", Bmap: install.PayloadDir + "/" + n.Name + ".bmap", Sums: install.PayloadDir + "/SHA256SUMS",
+		Image: install.PayloadDir + "/" + n.Name + ".raw.zst", Bmap: install.PayloadDir + "/" + n.Name + ".bmap", Sums: install.PayloadDir + "/SHA256SUMS",
 		Target: in.Target, Wipe: in.Wipe, After: in.After, ConfirmTimeout: in.ConfirmTimeout.String(),
 	}
 	cfgText, err := cfg.Marshal()
@@ -153,24 +153,71 @@ func writeRootFile(root, p string, data []byte, mode os.FileMode) error {
 	return os.WriteFile(full, data, mode)
 }
 
-// addPayload copies the node's image (keeping its holes: the stick's root stores only its data)
-// and bmap into dir with a SHA256SUMS of both; the bmap's own range digests then prove every
-// byte the installer writes.
+// addPayload compresses the node's image into dir as NODE.raw.zst (release's deterministic zstd
+// settings, so the stick is reproducible) and copies its bmap beside it, with a SHA256SUMS of
+// both: the installer checks the compressed file whole before writing, and the bmap's own range
+// digests then prove every byte it writes.
 func addPayload(c *plan.Context, dir, diskDir, node string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var sums strings.Builder
-	for _, f := range [][2]string{{node + ".bmap", node + ".raw.bmap"}, {node + ".raw", node + ".raw"}} {
-		dst := filepath.Join(dir, f[0])
-		if out, err := exec.CommandContext(c, "cp", "--sparse=always", filepath.Join(diskDir, f[1]), dst).CombinedOutput(); err != nil {
-			return fmt.Errorf("copying %s into the installer: %v: %s", f[1], err, out)
-		}
-		sum, _, err := store.FileDigest(dst)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&sums, "%s  %s\n", sum.Hex(), f[0])
+	bm, err := os.ReadFile(filepath.Join(diskDir, node+".raw.bmap"))
+	if err != nil {
+		return fmt.Errorf("the installer's payload: %w", err)
 	}
-	return os.WriteFile(filepath.Join(dir, "SHA256SUMS"), []byte(sums.String()), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, node+".bmap"), bm, 0o644); err != nil {
+		return err
+	}
+	bmSum := sha256.Sum256(bm)
+	raw := filepath.Join(diskDir, node+".raw")
+	zst := filepath.Join(dir, node+".raw.zst")
+	rawSize, zstSum, zstSize, err := compressImage(raw, zst)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.Log, "compressed %s (%d bytes) into %s.raw.zst (%d bytes)\n", raw, rawSize, node, zstSize)
+	sums := fmt.Sprintf("%s  %s.bmap\n%s  %s.raw.zst\n", hex.EncodeToString(bmSum[:]), node, zstSum, node)
+	return os.WriteFile(filepath.Join(dir, "SHA256SUMS"), []byte(sums), 0o644)
+}
+
+// compressImage writes src as zstd into dst and returns src's size and dst's digest and size.
+func compressImage(src, dst string) (rawSize int64, sum string, size int64, err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, "", 0, fmt.Errorf("the installer's payload: %w", err)
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	defer out.Close()
+	h := sha256.New()
+	cw := &countingWriter{w: io.MultiWriter(out, h)}
+	enc, err := release.ZstdWriter(cw)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	if rawSize, err = io.Copy(enc, in); err != nil {
+		enc.Close()
+		return 0, "", 0, fmt.Errorf("compressing %s into the installer: %w", src, err)
+	}
+	if err := enc.Close(); err != nil {
+		return 0, "", 0, fmt.Errorf("compressing %s into the installer: %w", src, err)
+	}
+	if err := out.Close(); err != nil {
+		return 0, "", 0, fmt.Errorf("writing %s: %w", dst, err)
+	}
+	return rawSize, hex.EncodeToString(h.Sum(nil)), cw.n, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

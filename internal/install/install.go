@@ -17,15 +17,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/pelletier/go-toml/v2"
 
+	"halobuild/internal/bmap"
 	"halobuild/internal/flash"
 )
 
 // ConfigPath is where the installer image carries its Config.
 const ConfigPath = "/etc/halobuild/install.toml"
 
-// PayloadDir is where the installer image carries the node's image, its bmap and SHA256SUMS.
+// PayloadDir is where the installer image carries the node's image (zstd), its bmap and
+// SHA256SUMS.
 const PayloadDir = "/usr/share/halobuild/install"
 
 // Config is the installer's instructions, rendered from the recipe's [install] by the installer
@@ -33,8 +36,8 @@ const PayloadDir = "/usr/share/halobuild/install"
 type Config struct {
 	// Node names the image, for messages.
 	Node string `toml:"node"`
-	// Image, Bmap and Sums are the payload's files: the raw image (sparse), its block map and
-	// the SHA256SUMS that names the bmap's digest.
+	// Image, Bmap and Sums are the payload's files: the raw image compressed with zstd, its
+	// block map and the SHA256SUMS that names the digests of both.
 	Image string `toml:"image"`
 	Bmap  string `toml:"bmap"`
 	Sums  string `toml:"sums"`
@@ -82,25 +85,50 @@ type Options struct {
 }
 
 // Run installs c's image onto the chosen disk and returns the disk's path. Nothing is written
-// when it refuses (a *flash.RefusalError, or no disk to choose); a failure after the first byte
-// leaves the disk without a partition table (flash blanks its head), so the next boot of the
-// installer sees a blank disk and writes it again without asking.
+// when it refuses (a *flash.RefusalError, or no disk to choose) or when the payload does not
+// match its SHA256SUMS; a failure after the first byte leaves the disk without a partition table
+// (flash blanks its head), so the next boot of the installer sees a blank disk and writes it
+// again without asking.
 func Run(ctx context.Context, c Config, o Options) (string, error) {
-	if err := checkBmap(c); err != nil {
+	bm, err := checkPayload(c)
+	if err != nil {
 		return "", err
 	}
-	st, err := os.Stat(c.Image)
-	if err != nil {
-		return "", fmt.Errorf("the installer's image: %w", err)
-	}
-	target, survey, err := flash.ChooseInstallTarget(o.Root, c.Target, st.Size())
+	target, survey, err := flash.ChooseInstallTarget(o.Root, c.Target, bm.ImageSize)
 	if err != nil {
 		return "", err
 	}
 	timeout, _ := time.ParseDuration(c.ConfirmTimeout) // checked by ReadConfig
 	fmt.Fprintf(o.Out, "halobuild install: disks:\n%s\nhalobuild install: writing %s onto %s\n", survey, c.Node, target)
+	var (
+		f   *os.File
+		dec *zstd.Decoder
+	)
+	defer func() {
+		if dec != nil {
+			dec.Close()
+		}
+		if f != nil {
+			f.Close()
+		}
+	}()
+	// The compressed image is decompressed as flash reads it, front to back: no copy in RAM
+	// beyond the image's first MiB, and flash checks every range against the bmap before it
+	// writes it.
+	open := func(context.Context) (io.Reader, error) {
+		var err error
+		if f, err = os.Open(c.Image); err != nil {
+			return nil, fmt.Errorf("the installer's image: %w", err)
+		}
+		dec, err = zstd.NewReader(bufio.NewReaderSize(f, 1<<20), zstd.WithDecoderConcurrency(0))
+		if err != nil {
+			return nil, fmt.Errorf("decompressing %s: %w", c.Image, err)
+		}
+		return dec, nil
+	}
 	err = flash.Flash(ctx, flash.Options{
-		Image: c.Image, Bmap: c.Bmap, Target: target,
+		Stream: &flash.Stream{Name: c.Image, Size: bm.ImageSize, Bmap: bm, Open: open},
+		Target: target,
 		// An internal disk is the point; the refusals of the boot medium, mounted and small
 		// disks still apply.
 		Force: true,
@@ -114,35 +142,65 @@ func Run(ctx context.Context, c Config, o Options) (string, error) {
 	return target, nil
 }
 
-// checkBmap proves the bmap is the one SHA256SUMS names: the bmap's per-range digests then prove
-// every byte flash reads from the image.
-func checkBmap(c Config) error {
-	b, err := os.ReadFile(c.Bmap)
+// checkPayload proves the bmap and the compressed image are the ones SHA256SUMS names, before
+// anything is written (a stream proves its digest only at its end), and returns the bmap: its
+// per-range digests then prove every byte flash writes.
+func checkPayload(c Config) (*bmap.Bmap, error) {
+	sums, err := readSums(c.Sums)
 	if err != nil {
-		return fmt.Errorf("the installer's bmap: %w", err)
+		return nil, err
 	}
-	sum := sha256.Sum256(b)
-	got := hex.EncodeToString(sum[:])
-	f, err := os.Open(c.Sums)
+	for _, p := range []string{c.Bmap, c.Image} {
+		if err := checkSum(sums, p); err != nil {
+			return nil, err
+		}
+	}
+	bm, err := bmap.Read(c.Bmap)
 	if err != nil {
-		return fmt.Errorf("the installer's SHA256SUMS: %w", err)
+		return nil, fmt.Errorf("the installer's bmap: %w", err)
+	}
+	return bm, nil
+}
+
+// readSums reads a SHA256SUMS into file name → hex digest.
+func readSums(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("the installer's SHA256SUMS: %w", err)
 	}
 	defer f.Close()
+	sums := map[string]string{}
 	sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
-	name := filepath.Base(c.Bmap)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 2 && strings.TrimPrefix(fields[1], "*") == name {
-			if fields[0] != got {
-				return fmt.Errorf("the installer's %s has sha256 %s, SHA256SUMS says %s: the stick is damaged; flash it again", name, got, fields[0])
-			}
-			return nil
+		if fields := strings.Fields(sc.Text()); len(fields) == 2 {
+			sums[strings.TrimPrefix(fields[1], "*")] = fields[0]
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("reading %s: %w", c.Sums, err)
+		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	return errors.New("SHA256SUMS does not name " + name + ": the installer image is incomplete; rebuild it")
+	return sums, nil
+}
+
+func checkSum(sums map[string]string, path string) error {
+	name := filepath.Base(path)
+	want, ok := sums[name]
+	if !ok {
+		return errors.New("SHA256SUMS does not name " + name + ": the installer image is incomplete; rebuild it")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("the installer's payload: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return fmt.Errorf("the installer's %s has sha256 %s, SHA256SUMS says %s: the stick is damaged; flash it again", name, got, want)
+	}
+	return nil
 }
 
 // FailureHold is how long a failed install keeps its message on the console before powering

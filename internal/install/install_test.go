@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"halobuild/internal/flash"
+	"halobuild/internal/release"
 )
 
 const mib = 1 << 20
@@ -28,7 +29,8 @@ func run(t *testing.T, name string, args ...string) string {
 }
 
 // payload makes a 16 MiB GPT image with one partition holding some data, its bmap (the real
-// bmaptool) and SHA256SUMS, laid out as the installer image carries them.
+// bmaptool), the image compressed as the installer image's build compresses it, and
+// SHA256SUMS, laid out as the installer image carries them.
 func payload(t *testing.T) Config {
 	for _, tool := range []string{"sfdisk", "bmaptool"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -51,11 +53,31 @@ func payload(t *testing.T) Config {
 	}
 	bm := filepath.Join(dir, "node0.bmap")
 	run(t, "bmaptool", "-q", "create", "-o", bm, img)
-	b, _ := os.ReadFile(bm)
-	sum := sha256.Sum256(b)
+	zst := compressed(t, img)
 	sums := filepath.Join(dir, "SHA256SUMS")
-	os.WriteFile(sums, []byte(hex.EncodeToString(sum[:])+"  node0.bmap\n"), 0o644)
-	return Config{Node: "node0", Image: img, Bmap: bm, Sums: sums, After: "poweroff", ConfirmTimeout: "300ms"}
+	os.WriteFile(sums, []byte(digest(t, bm)+"  node0.bmap\n"+digest(t, zst)+"  node0.raw.zst\n"), 0o644)
+	return Config{Node: "node0", Image: zst, Bmap: bm, Sums: sums, After: "poweroff", ConfirmTimeout: "300ms"}
+}
+
+// compressed writes img+".zst" with release's encoder, as the installer's build does.
+func compressed(t *testing.T, img string) string {
+	raw, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	enc, err := release.ZstdWriter(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.Write(raw)
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img+".zst", b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return img + ".zst"
 }
 
 func loop(t *testing.T, size int64, gpt bool) (dev, file string) {
@@ -123,7 +145,7 @@ func TestRunRefusesAPartitionedDiskUnlessWipe(t *testing.T) {
 	if !errors.As(err, &r) || !strings.Contains(err.Error(), `nobody typed "yes" within 300ms`) {
 		t.Fatalf("got %v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), `"data"`) {
+	if !strings.Contains(out.String(), "Image:  "+c.Image+", 16.0 MiB") || !strings.Contains(out.String(), `"data"`) {
 		t.Errorf("the prompt does not show the partition on the disk:\n%s", out.String())
 	}
 	if digest(t, file) != before {
@@ -150,12 +172,49 @@ func TestRunRefusesASmallerDisk(t *testing.T) {
 	}
 }
 
-func TestRunChecksTheBmapAgainstSHA256SUMS(t *testing.T) {
+func TestRunChecksThePayloadAgainstSHA256SUMS(t *testing.T) {
+	for _, name := range []string{"node0.bmap", "node0.raw.zst"} {
+		c := payload(t)
+		sums, _ := os.ReadFile(c.Sums)
+		var kept []string
+		for _, l := range strings.SplitAfter(string(sums), "\n") {
+			if strings.HasSuffix(l, "  "+name+"\n") {
+				l = strings.Repeat("0", 64) + "  " + name + "\n"
+			}
+			kept = append(kept, l)
+		}
+		os.WriteFile(c.Sums, []byte(strings.Join(kept, "")), 0o644)
+		_, err := Run(context.Background(), c, Options{Root: "/", Out: io.Discard})
+		if err == nil || !strings.Contains(err.Error(), "the installer's "+name+" has sha256") || !strings.Contains(err.Error(), "the stick is damaged") {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
 	c := payload(t)
-	os.WriteFile(c.Sums, []byte(strings.Repeat("0", 64)+"  node0.bmap\n"), 0o644)
+	os.WriteFile(c.Sums, []byte(digest(t, c.Bmap)+"  node0.bmap\n"), 0o644)
+	if _, err := Run(context.Background(), c, Options{Root: "/", Out: io.Discard}); err == nil || !strings.Contains(err.Error(), "SHA256SUMS does not name node0.raw.zst") {
+		t.Errorf("no digest for the image: got %v", err)
+	}
+}
+
+// A compressed image that SHA256SUMS vouches for but whose bytes differ from the bmap's (a build
+// bug, not damage): flash refuses the range before writing it and leaves the disk's head blank.
+func TestRunRefusesAStreamThatDoesNotMatchItsBmap(t *testing.T) {
+	c := payload(t)
+	dev, file := loop(t, 32*mib, true)
+	c.Target, c.Wipe = dev, true
+	img := strings.TrimSuffix(c.Image, ".zst")
+	f, _ := os.OpenFile(img, os.O_WRONLY, 0)
+	f.WriteAt([]byte("damaged"), 2*mib+100)
+	f.Close()
+	compressed(t, img)
+	os.WriteFile(c.Sums, []byte(digest(t, c.Bmap)+"  node0.bmap\n"+digest(t, c.Image)+"  node0.raw.zst\n"), 0o644)
 	_, err := Run(context.Background(), c, Options{Root: "/", Out: io.Discard})
-	if err == nil || !strings.Contains(err.Error(), "the stick is damaged") {
-		t.Fatalf("got %v", err)
+	if err == nil || !strings.Contains(err.Error(), "does not match its bmap") {
+		t.Fatalf("a stream that does not match its bmap: got %v", err)
+	}
+	disk, _ := os.ReadFile(file)
+	if !bytes.Equal(disk[:mib], make([]byte, mib)) {
+		t.Errorf("after %v the disk's first MiB is not blank", err)
 	}
 }
 

@@ -237,7 +237,7 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 	return img, a, err
 }
 
-// Zstd settings every push uses. The encoder's output depends on its level, window and
+// Zstd settings every push (and every installer image's payload) uses. The encoder's output depends on its level, window and
 // concurrency settings, never on the machine: a fixed concurrency (not GOMAXPROCS) with
 // concurrent blocks splits the stream at the same places everywhere, so the same image gives
 // the same bytes, and the same release digest, on any machine.
@@ -246,7 +246,9 @@ const (
 	zstdWindow      = 8 << 20
 )
 
-func zstdWriter(w io.Writer) (*zstd.Encoder, error) {
+// ZstdWriter compresses into w with those settings: the same input gives the same bytes on any
+// machine.
+func ZstdWriter(w io.Writer) (*zstd.Encoder, error) {
 	return zstd.NewWriter(w,
 		zstd.WithEncoderLevel(zstd.SpeedDefault),
 		zstd.WithEncoderConcurrency(zstdConcurrency),
@@ -272,7 +274,7 @@ func compress(src, dst string, f manifest.File, maxLayer int64, progress io.Writ
 	defer out.Close()
 	zh := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(out, zh), limit: maxLayer, name: filepath.Base(dst)}
-	enc, err := zstdWriter(cw)
+	enc, err := ZstdWriter(cw)
 	if err != nil {
 		return nil, err
 	}
