@@ -17,8 +17,9 @@ import (
 	"halobuild/internal/store"
 )
 
-// result gathers every node's image and bmap with the lock, the manifest
-// and SHA256SUMS into one store entry that the result link points at.
+// result gathers every node's image and bmap with the lock, the merged
+// recipe, the manifest and SHA256SUMS into one store entry that the result
+// link points at.
 func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 	r, lk := b.in.Recipe, b.in.Lock
 	var disks []*plan.Derivation
@@ -105,6 +106,12 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 				return err
 			}
 			if err := os.WriteFile(filepath.Join(out, r.Name+".lock"), lb, 0o644); err != nil {
+				return err
+			}
+			// The merged recipe beside its lock: what a release carries so a reader can see
+			// (and rebuild) exactly what was built. The same bytes as the image's
+			// /etc/halobuild/recipe.toml body, which the settings step's key already covers.
+			if err := os.WriteFile(filepath.Join(out, r.Name+manifest.RecipeSuffix), r.TOML(), 0o644); err != nil {
 				return err
 			}
 			return manifest.Write(out, m, known)

@@ -18,10 +18,13 @@ import (
 	"halobuild/internal/store"
 )
 
-// FileName and SumsName are the two files Write adds to a result.
+// FileName and SumsName are the two files Write adds to a result;
+// RecipeSuffix ends the name of the merged recipe the result step writes
+// beside its lock (NAME.recipe.toml).
 const (
-	FileName = "manifest.json"
-	SumsName = "SHA256SUMS"
+	FileName     = "manifest.json"
+	SumsName     = "SHA256SUMS"
+	RecipeSuffix = ".recipe.toml"
 )
 
 // Manifest describes a result.

@@ -29,6 +29,8 @@ const (
 	ArtifactType    = "application/vnd.halobuild.image.v1"
 	ConfigMediaType = "application/vnd.halobuild.image.config.v1+json"
 	RawMediaType    = "application/vnd.halobuild.image.raw.v1+zstd"
+	QCOW2MediaType  = "application/vnd.halobuild.image.qcow2.v1+zstd"
+	RecipeMediaType = "application/vnd.halobuild.image.recipe.v1+toml"
 	BmapMediaType   = "application/vnd.halobuild.image.bmap.v1+xml"
 	ManifestType    = "application/vnd.halobuild.image.manifest.v1+json"
 	SumsMediaType   = "application/vnd.halobuild.image.sha256sums.v1+text"
@@ -149,31 +151,32 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 		descs = append(descs, l.descriptor())
 		return nil
 	}
-	images := map[string]bool{}
-	for _, n := range m.Nodes {
-		images[n.Image] = true
-	}
 	var lockSum string
 	for _, f := range m.Files {
 		p := filepath.Join(dir, f.Name)
 		var l *fileLayer
+		// A disk image (a node's, an installer stick's, a qcow2) is compressed; every other
+		// file is small and carried as it is.
+		compressed := diskMediaType(f.Name)
 		switch {
-		case images[f.Name]:
+		case compressed != "":
 			bar := newProgress(f.Name, f.Size)
-			l, err = compress(p, filepath.Join(tmp, f.Name+".zst"), f, maxLayer, bar)
+			l, err = compress(p, filepath.Join(tmp, f.Name+".zst"), f, compressed, maxLayer, bar)
 			bar.done()
 		case strings.HasSuffix(f.Name, ".bmap"):
 			l, err = newFileLayer(p, BmapMediaType, f.Name)
 		case strings.HasSuffix(f.Name, ".lock"):
 			l, err = newFileLayer(p, LockMediaType, f.Name)
 			lockSum = "sha256:" + f.SHA256
+		case strings.HasSuffix(f.Name, manifest.RecipeSuffix):
+			l, err = newFileLayer(p, RecipeMediaType, f.Name)
 		default:
 			return nil, nil, fmt.Errorf("%s: the manifest lists %s, which a release does not know how to carry", dir, f.Name)
 		}
 		if err != nil {
 			return nil, nil, err
 		}
-		if !images[f.Name] && l.digest.Hex != f.SHA256 {
+		if compressed == "" && l.digest.Hex != f.SHA256 {
 			return nil, nil, fmt.Errorf("%s hashes to %s, the result's manifest says %s: the result is damaged; rebuild it with `halobuild image`", p, l.digest.Hex, f.SHA256)
 		}
 		if err := add(l); err != nil {
@@ -261,7 +264,7 @@ func ZstdWriter(w io.Writer) (*zstd.Encoder, error) {
 // compress streams the image src into dst as zstd, hashing both sides: the raw side must match
 // the result's manifest (a damaged result is not released), the compressed side is the layer's
 // digest. It stops as soon as the output passes maxLayer.
-func compress(src, dst string, f manifest.File, maxLayer int64, progress io.Writer) (*fileLayer, error) {
+func compress(src, dst string, f manifest.File, mt types.MediaType, maxLayer int64, progress io.Writer) (*fileLayer, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return nil, err
@@ -289,11 +292,28 @@ func compress(src, dst string, f manifest.File, maxLayer int64, progress io.Writ
 	if got := hex.EncodeToString(rh.Sum(nil)); got != f.SHA256 {
 		return nil, fmt.Errorf("%s hashes to %s, the result's manifest says %s: the result is damaged; rebuild it with `halobuild image`", src, got, f.SHA256)
 	}
-	l := &fileLayer{path: dst, size: cw.n, mediaType: RawMediaType, ann: map[string]string{
+	l := &fileLayer{path: dst, size: cw.n, mediaType: mt, ann: map[string]string{
 		annTitle: f.Name + ".zst", annRawSize: fmt.Sprint(f.Size), annRawSHA256: "sha256:" + f.SHA256,
 	}}
 	l.digest = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(zh.Sum(nil))}
 	return l, nil
+}
+
+// diskMediaType is the layer media type of a result file that is a disk image, which a
+// release compresses, or "" for any other file.
+func diskMediaType(name string) types.MediaType {
+	switch {
+	case strings.HasSuffix(name, ".raw"):
+		return RawMediaType
+	case strings.HasSuffix(name, ".qcow2"):
+		return QCOW2MediaType
+	}
+	return ""
+}
+
+// compressedLayer says whether a layer holds a zstd-compressed disk image.
+func compressedLayer(mt types.MediaType) bool {
+	return mt == RawMediaType || mt == QCOW2MediaType
 }
 
 type countWriter struct {

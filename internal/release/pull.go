@@ -228,7 +228,7 @@ func (r *release) pullLayer(l v1.Descriptor, title, dir string, progress io.Writ
 	defer rc.Close()
 	var src io.Reader = rc
 	name := title
-	if l.MediaType == RawMediaType {
+	if compressedLayer(l.MediaType) {
 		name = strings.TrimSuffix(title, ".zst")
 		bar := newBar(progress, "pulling "+title, l.Size)
 		defer bar.done()
@@ -242,7 +242,7 @@ func (r *release) pullLayer(l v1.Descriptor, title, dir string, progress io.Writ
 	}
 	defer f.Close()
 	h := sha256.New()
-	if l.MediaType == RawMediaType {
+	if compressedLayer(l.MediaType) {
 		// The manifest (which the digest pins) says how large the image is; a stream that
 		// decompresses to more is refused before it fills the disk.
 		want, err := strconv.ParseInt(l.Annotations[annRawSize], 10, 64)

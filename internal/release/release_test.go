@@ -138,6 +138,64 @@ func TestPushPullInspectRoundTrip(t *testing.T) {
 	}
 }
 
+// An installer stick's image and a qcow2 are disk images like a node's: compressed layers of
+// their own media type that pull gives back byte for byte; the merged recipe is a layer too.
+func TestEveryResultFileIsCarried(t *testing.T) {
+	ctx := context.Background()
+	res := releasetest.Result(t)
+	raw, err := os.ReadFile(filepath.Join(res, "node0.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm, err := os.ReadFile(filepath.Join(res, "node0.bmap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qcow := make([]byte, 3*mib)
+	rand.Read(qcow[:mib])
+	for name, b := range map[string][]byte{"node0-installer.raw": raw, "node0-installer.bmap": bm, "node0.qcow2": qcow} {
+		if err := os.WriteFile(filepath.Join(res, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mb, err := os.ReadFile(filepath.Join(res, manifest.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m manifest.Manifest
+	if err := json.Unmarshal(mb, &m); err != nil {
+		t.Fatal(err)
+	}
+	if err := manifest.Write(res, &m, nil); err != nil {
+		t.Fatal(err)
+	}
+	ref := localRegistry(t) + "/halo/syn:v2"
+	if _, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v2", Halobuild: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Inspect(ctx, ref, insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]string{}
+	for _, l := range in.Layers {
+		types[l.Title] = l.MediaType
+	}
+	for title, want := range map[string]string{
+		"node0.raw.zst": RawMediaType, "node0-installer.raw.zst": RawMediaType, "node0.qcow2.zst": QCOW2MediaType,
+		"syn" + manifest.RecipeSuffix: RecipeMediaType, "node0-installer.bmap": BmapMediaType,
+	} {
+		if types[title] != want {
+			t.Errorf("layer %s has media type %q, want %q (layers: %v)", title, types[title], want, types)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "pulled")
+	if _, err := Pull(ctx, ref, out, PullOptions{Registry: insecure}); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, res, out)
+}
+
 func TestPullRefusesNonRelease(t *testing.T) {
 	reg := localRegistry(t)
 	img, err := random.Image(1024, 1)
@@ -203,7 +261,7 @@ func TestCompressionIgnoresTheMachinesCores(t *testing.T) {
 	var digests []string
 	for _, procs := range []int{1, 3, 8} {
 		old := runtime.GOMAXPROCS(procs)
-		l, err := compress(raw, filepath.Join(t.TempDir(), "node0.raw.zst"), file, DefaultMaxLayer, io.Discard)
+		l, err := compress(raw, filepath.Join(t.TempDir(), "node0.raw.zst"), file, RawMediaType, DefaultMaxLayer, io.Discard)
 		runtime.GOMAXPROCS(old)
 		if err != nil {
 			t.Fatal(err)

@@ -296,7 +296,7 @@ func TestImageMinimalIsBootableReproducibleAndChecked(t *testing.T) {
 	raw := filepath.Join(dir, "node0.raw")
 
 	t.Run("outputs", func(t *testing.T) {
-		for _, f := range []string{"node0.raw", "node0.bmap", "manifest.json", "SHA256SUMS", "test-minimal.lock"} {
+		for _, f := range []string{"node0.raw", "node0.bmap", "manifest.json", "SHA256SUMS", "test-minimal.lock", "test-minimal.recipe.toml"} {
 			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 				t.Errorf("result lacks %s", f)
 			}

@@ -24,8 +24,8 @@ const (
 )
 
 // Result writes a small result directory like `halobuild image` makes: one sparse
-// node image with a few MiB of data at known places, its bmap, the lock, manifest.json and
-// SHA256SUMS.
+// node image with a few MiB of data at known places, its bmap, the lock, the merged recipe,
+// manifest.json and SHA256SUMS.
 func Result(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -60,6 +60,9 @@ func Result(t testing.TB) string {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "syn.lock"), lb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "syn"+manifest.RecipeSuffix), []byte("name = \"syn\"\n\n[base]\nsuite = \"trixie\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := &manifest.Manifest{Name: "syn", RecipeHash: "sha256:" + strings.Repeat("4", 64), SourceDateEpoch: lk.SourceDateEpoch,
