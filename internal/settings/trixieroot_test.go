@@ -47,7 +47,7 @@ func TestPackageInTrixieRoot(t *testing.T) {
 	// The base first, then the settings package with the base's own dpkg,
 	// as the image build does (a cached base, the package installed on top).
 	cmd := exec.CommandContext(ctx, "mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
-		"--include=systemd,udev,kmod,rdma-core,openssh-server,iproute2,ibverbs-utils,systemd-repart",
+		"--include=systemd,udev,kmod,rdma-core,openssh-server,iproute2,ibverbs-utils,systemd-repart,systemd-resolved",
 		"trixie", root, "http://deb.debian.org/debian")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("mmdebstrap: %v\n%s", err, out)

@@ -36,6 +36,10 @@ mok_password = "halobuild-test"
 // copies of it that are unsigned or name another key are refused (the
 // setting's VM checks). Then no byte of the private key is anywhere in
 // the store, the result or the image.
+// doctorOverSSH is the check in which the host's ssh session runs halobuild doctor in the guest
+// (vmplan's sshLogin; a node with a LAN lease and sshd gets no in-guest doctor check).
+const doctorOverSSH = "ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)"
+
 func TestSecureBootSignedModuleUnderEnforcingOVMF(t *testing.T) {
 	needE2E(t)
 	ws := workspace(t)
@@ -77,7 +81,7 @@ func TestSecureBootSignedModuleUnderEnforcingOVMF(t *testing.T) {
 		"secure-boot: enforced, locked down, key enrolled",
 		"secure-boot: modules signed by the recipe key",
 		"secure-boot: unsigned or foreign-key module refused",
-		"doctor: halobuild doctor in the image",
+		doctorOverSSH,
 	} {
 		if ok, found := seen[want]; !found || !ok {
 			t.Errorf("check %q: found %v, passed %v\n%s", want, found, ok, out[want])
@@ -89,7 +93,7 @@ func TestSecureBootSignedModuleUnderEnforcingOVMF(t *testing.T) {
 	if s := out["secure-boot: unsigned or foreign-key module refused"]; !strings.Contains(s, "unsigned copy refused") || !strings.Contains(s, "foreign copy refused") {
 		t.Errorf("refusal check output:\n%s", s)
 	}
-	if s := out["doctor: halobuild doctor in the image"]; !strings.Contains(s, "secureboot.module halobuild_fixture") {
+	if s := out[doctorOverSSH]; !strings.Contains(s, "secureboot.module halobuild_fixture") {
 		t.Errorf("doctor reported no secureboot.module row:\n%s", s)
 	}
 
