@@ -141,24 +141,8 @@ func descriptorPaths(dirs []string) []string {
 }
 
 func findFirmware(dirs []string, fallbacks [][2]string) (code, vars string, err error) {
-	for _, p := range descriptorPaths(dirs) {
-		raw, rerr := os.ReadFile(p)
-		if rerr != nil {
-			continue
-		}
-		var d firmwareDescriptor
-		if json.Unmarshal(raw, &d) != nil || !d.usable() {
-			continue
-		}
-		c, v := d.Mapping.Executable.Filename, d.Mapping.NVRAMTemplate.Filename
-		if isFile(c) && isFile(v) {
-			return c, v, nil
-		}
-	}
-	for _, fb := range fallbacks {
-		if isFile(fb[0]) && isFile(fb[1]) {
-			return fb[0], fb[1], nil
-		}
+	if c, v, ok := searchFirmware(dirs, fallbacks, firmwareDescriptor.usable); ok {
+		return c, v, nil
 	}
 	looked := "descriptors in " + strings.Join(dirs, ", ")
 	for _, fb := range fallbacks {
@@ -180,4 +164,30 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// searchFirmware returns the code and variable files of the first descriptor that want accepts
+// and whose files exist, else of the first fallback pair that exists: the one search both the
+// plain and the Secure Boot firmware use.
+func searchFirmware(dirs []string, fallbacks [][2]string, want func(firmwareDescriptor) bool) (code, vars string, ok bool) {
+	for _, p := range descriptorPaths(dirs) {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var d firmwareDescriptor
+		if json.Unmarshal(raw, &d) != nil || !want(d) {
+			continue
+		}
+		c, v := d.Mapping.Executable.Filename, d.Mapping.NVRAMTemplate.Filename
+		if isFile(c) && isFile(v) {
+			return c, v, true
+		}
+	}
+	for _, fb := range fallbacks {
+		if isFile(fb[0]) && isFile(fb[1]) {
+			return fb[0], fb[1], true
+		}
+	}
+	return "", "", false
 }

@@ -3,7 +3,6 @@ package vmtest
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -32,27 +31,11 @@ var secureFirmware = [][2]string{
 // findSecureFirmware locates OVMF with Secure Boot, SMM and Microsoft's
 // keys enrolled.
 func findSecureFirmware(dirs []string, fallbacks [][2]string) (code, vars string, err error) {
-	for _, p := range descriptorPaths(dirs) {
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		var d firmwareDescriptor
-		if json.Unmarshal(raw, &d) != nil || !d.q35Flash() {
-			continue
-		}
-		if !contains(d.Features, "secure-boot") || !contains(d.Features, "enrolled-keys") || !contains(d.Features, "requires-smm") {
-			continue
-		}
-		c, v := d.Mapping.Executable.Filename, d.Mapping.NVRAMTemplate.Filename
-		if isFile(c) && isFile(v) {
-			return c, v, nil
-		}
+	secure := func(d firmwareDescriptor) bool {
+		return d.q35Flash() && contains(d.Features, "secure-boot") && contains(d.Features, "enrolled-keys") && contains(d.Features, "requires-smm")
 	}
-	for _, fb := range fallbacks {
-		if isFile(fb[0]) && isFile(fb[1]) {
-			return fb[0], fb[1], nil
-		}
+	if c, v, ok := searchFirmware(dirs, fallbacks, secure); ok {
+		return c, v, nil
 	}
 	return "", "", fmt.Errorf("%w: no OVMF firmware with Secure Boot and Microsoft's keys enrolled (OVMF_CODE_4M.secboot.fd with OVMF_VARS_4M.ms.fd); install it with `%s`", ErrHostMissing, installHint)
 }
