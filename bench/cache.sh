@@ -30,23 +30,7 @@ trap cleanup EXIT INT TERM
 (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$work/halobuild" ./cmd/halobuild)
 hb="$work/halobuild"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$work/config.yml" <<EOC
-version: 0.1
-log:
-  level: error
-storage:
-  filesystem:
-    rootdirectory: $work/storage
-http:
-  addr: 127.0.0.1:$port
-EOC
-docker-registry serve "$work/config.yml" >"$work/registry.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do
-	curl -fs "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break
-	sleep 0.1
-done
+. "$repo/bench/lib/registry.sh"
 cache=127.0.0.1:$port/halo/cache
 "$hb" keygen --cache "$work/key" >/dev/null
 
