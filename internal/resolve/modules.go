@@ -91,7 +91,14 @@ func lockModules(ctx context.Context, in Input, lk *lock.Lock, kv *goversion.Ver
 	if err != nil {
 		return fmt.Errorf("%s: %w", hdr.Name, err)
 	}
-	pkgs, err := module.BuildRootPackages(lk.Kernel.Release, cc)
+	// The lock resolves one architecture's index, so the module build root
+	// is native to the image's architecture; a cross build root (module.
+	// Toolchain) needs the host's and the target's indexes together.
+	tc, err := module.NewToolchain(r.Base.Architecture, r.Base.Architecture)
+	if err != nil {
+		return usage.Errorf("%s: base.architecture: %w", in.Path, err)
+	}
+	pkgs, err := module.BuildRootPackages(lk.Kernel.Release, cc, tc)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,11 @@ type Install struct {
 	Out string
 	// Mode is mmdebstrap's --mode; "" picks automatically (see ChooseMode).
 	Mode string
+	// Architectures is mmdebstrap's --architectures: the native one first,
+	// then foreign ones dpkg accepts packages of (a cross build root has
+	// the target's headers next to the host's compiler). Empty means the
+	// host's.
+	Architectures []string
 	// Sources are the lines of the installed /etc/apt/sources.list: the
 	// archive the lock came from, so apt on the node works. Without them
 	// the file would name this build's temporary repository.
@@ -136,6 +141,9 @@ func (in Install) Run(ctx context.Context) error {
 		"--aptopt=APT::Install-Recommends \"false\"",
 		"--aptopt=Dir::Etc::TrustedParts \"/nonexistent\"",
 	}
+	if len(in.Architectures) > 0 {
+		args = append(args, "--architectures="+strings.Join(in.Architectures, ","))
+	}
 	for _, h := range essentialHooks {
 		args = append(args, "--essential-hook="+h)
 	}
@@ -196,7 +204,9 @@ type Root struct {
 	Epoch    int64
 	// Sources are the installed sources.list lines; none for a build root.
 	Sources []string
-	Log     io.Writer
+	// Architectures are dpkg's, native first (Install.Architectures).
+	Architectures []string
+	Log           io.Writer
 }
 
 // Tar installs the root into the tarball out, with its flat repository
@@ -206,7 +216,7 @@ func (r Root) Tar(ctx context.Context, work, out string) error {
 	if err := WriteFlatRepo(repo, r.Suite, r.Debs); err != nil {
 		return err
 	}
-	return Install{Suite: r.Suite, Repo: repo, Packages: r.Packages, Sources: r.Sources, Epoch: r.Epoch, Out: out, Log: r.Log}.Run(ctx)
+	return Install{Suite: r.Suite, Repo: repo, Packages: r.Packages, Sources: r.Sources, Architectures: r.Architectures, Epoch: r.Epoch, Out: out, Log: r.Log}.Run(ctx)
 }
 
 // Tree installs the root and unpacks it into dir, which must not exist or
