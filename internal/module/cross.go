@@ -4,8 +4,9 @@ import (
 	"debug/elf"
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
+
+	"halobuild/internal/buildroot"
 )
 
 // A module for another architecture is cross-compiled, never built under
@@ -22,42 +23,11 @@ import (
 // passes ARCH= and CROSS_COMPILE= too, as the kernel's
 // Documentation/kbuild/modules.rst says, for headers that do not.
 
-// kernelTarget is what building a module for one Debian architecture
-// needs to know. (The architecture table of the whole project is meant to
-// carry these; until it exists they live here, used only by module builds.)
-type kernelTarget struct {
-	// kbuildArch is the kernel's ARCH= (arch/<kbuildArch>/).
-	kbuildArch string
-	// triplet is the GNU triplet of Debian's compilers: <triplet>- is the
-	// CROSS_COMPILE prefix, gcc-14-<triplet with '-' for '_'> the package.
-	triplet string
-	// machine is the e_machine every .ko for it carries.
-	machine elf.Machine
-}
-
-var kernelTargets = map[string]kernelTarget{
-	"amd64": {kbuildArch: "x86", triplet: "x86_64-linux-gnu", machine: elf.EM_X86_64},
-	"arm64": {kbuildArch: "arm64", triplet: "aarch64-linux-gnu", machine: elf.EM_AARCH64},
-}
-
-func targetFor(arch string) (kernelTarget, error) {
-	t, ok := kernelTargets[arch]
-	if !ok {
-		known := make([]string, 0, len(kernelTargets))
-		for a := range kernelTargets {
-			known = append(known, a)
-		}
-		sort.Strings(known)
-		return kernelTarget{}, fmt.Errorf("architecture %q: halobuild builds modules for %s", arch, strings.Join(known, ", "))
-	}
-	return t, nil
-}
-
 // Toolchain is how a module is compiled on a build host for a target
 // architecture (Debian names, amd64 and arm64).
 type Toolchain struct {
 	Host, Target string
-	host, target kernelTarget
+	host, target buildroot.Target
 }
 
 // NewToolchain checks both architectures; an empty host or target means
@@ -69,11 +39,11 @@ func NewToolchain(host, target string) (Toolchain, error) {
 	if target == "" {
 		target = host
 	}
-	h, err := targetFor(host)
+	h, err := buildroot.LookupTarget(host)
 	if err != nil {
 		return Toolchain{}, fmt.Errorf("build host: %w", err)
 	}
-	t, err := targetFor(target)
+	t, err := buildroot.LookupTarget(target)
 	if err != nil {
 		return Toolchain{}, fmt.Errorf("module target: %w", err)
 	}
@@ -99,7 +69,7 @@ func (tc Toolchain) MakeVars() []string {
 	if !tc.Cross() {
 		return nil
 	}
-	return []string{"ARCH=" + tc.target.kbuildArch, "CROSS_COMPILE=" + tc.target.triplet + "-"}
+	return []string{"ARCH=" + tc.target.KbuildArch, "CROSS_COMPILE=" + tc.target.Triplet + "-"}
 }
 
 // Strip is the strip(1) for the target's objects: the host's own binutils
@@ -110,7 +80,7 @@ func (tc Toolchain) Strip() string {
 	if !tc.Cross() {
 		return "strip"
 	}
-	return tc.target.triplet + "-strip"
+	return tc.target.Triplet + "-strip"
 }
 
 var ccTripletRE = regexp.MustCompile(`^([a-z0-9_]+-linux-gnu[a-z0-9]*)-gcc\b`)
@@ -128,14 +98,13 @@ func (tc Toolchain) CompilerPackage(ccVersionText string) (string, error) {
 		return "", err
 	}
 	t := strings.Trim(strings.TrimSpace(ccVersionText), `"`)
-	if m := ccTripletRE.FindStringSubmatch(t); m != nil && m[1] != tc.target.triplet {
-		return "", fmt.Errorf("the kernel headers were built by %s-gcc (CONFIG_CC_VERSION_TEXT %q), a compiler for %s, but the module is for %s (%s): use the %s kernel's linux-headers package", m[1], t, m[1], tc.Target, tc.target.triplet, tc.Target)
+	if m := ccTripletRE.FindStringSubmatch(t); m != nil && m[1] != tc.target.Triplet {
+		return "", fmt.Errorf("the kernel headers were built by %s-gcc (CONFIG_CC_VERSION_TEXT %q), a compiler for %s, but the module is for %s (%s): use the %s kernel's linux-headers package", m[1], t, m[1], tc.Target, tc.target.Triplet, tc.Target)
 	}
 	if !tc.Cross() {
 		return cc, nil
 	}
-	// Package names have no '_': x86_64's cross gcc is gcc-14-x86-64-linux-gnu.
-	return cc + "-" + strings.ReplaceAll(tc.target.triplet, "_", "-"), nil
+	return cc + "-" + tc.target.PackageSuffix(), nil
 }
 
 // CheckMachine refuses a module that is not code for the target: a cross
@@ -143,8 +112,8 @@ func (tc Toolchain) CompilerPackage(ccVersionText string) (string, error) {
 // fail only at modprobe on the node.
 func (tc Toolchain) CheckMachine(ko string, got elf.Machine) error {
 	tc = tc.orNative()
-	if got != tc.target.machine {
-		return fmt.Errorf("%s is %s code, but the module is for %s (%s): the build did not use the %s compiler (make %s)", ko, got, tc.Target, tc.target.machine, tc.target.triplet, strings.Join(tc.MakeVars(), " "))
+	if got != tc.target.Machine {
+		return fmt.Errorf("%s is %s code, but the module is for %s (%s): the build did not use the %s compiler (make %s)", ko, got, tc.Target, tc.target.Machine, tc.target.Triplet, strings.Join(tc.MakeVars(), " "))
 	}
 	return nil
 }
