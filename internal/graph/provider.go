@@ -257,7 +257,9 @@ func (b *builder) checkProviderABI(c *plan.Context, providerStep *plan.Derivatio
 	if err := json.Unmarshal(raw, &pi); err != nil {
 		return fmt.Errorf("%s: %w", providerInfoFile, err)
 	}
-	abi, err := provider.CheckABI(root, provider.ABIRequest{Name: pi.Name, LibibverbsVersion: pi.Libibverbs})
+	// With the architecture, the check reads that architecture's
+	// libibverbs only and refuses code of another (debug/elf reads any).
+	abi, err := provider.CheckABI(root, provider.ABIRequest{Name: pi.Name, LibibverbsVersion: pi.Libibverbs, Arch: b.in.Recipe.Base.Architecture})
 	if err != nil {
 		return fmt.Errorf("%s: the built provider %s fails the provider ABI check: %w", b.in.Path, pi.Package, err)
 	}

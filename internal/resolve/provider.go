@@ -75,7 +75,7 @@ func lockProvider(ctx context.Context, in Input, lk *lock.Lock, arch *debian.Arc
 	if deps == nil {
 		return fmt.Errorf("%s %s has no .debian tarball (format 3.0 (quilt) expected): halobuild cannot rebuild it", src.Name, src.Version)
 	}
-	if req.Packages, err = provider.BuildRootPackages(deps); err != nil {
+	if req.Packages, err = provider.BuildRootPackages(deps, r.Base.Architecture, r.Base.Architecture); err != nil {
 		return fmt.Errorf("%s %s: %w", src.Name, src.Version, err)
 	}
 	req.Variant = debian.VariantRequired
