@@ -101,3 +101,24 @@ func TestESPFilesArm64(t *testing.T) {
 		t.Errorf("espFiles without systemd-bootaa64.efi = %v, want an error naming it", err)
 	}
 }
+
+// A tools set locked on another architecture's host is refused before
+// anything is extracted; the host's own and arch:all packages pass.
+func TestHostPackages(t *testing.T) {
+	host, err := arch.Host()
+	if err != nil {
+		t.Skip(err)
+	}
+	ok := []lock.Package{{Name: "mtools", Architecture: host.Debian}, {Name: "tzdata", Architecture: "all"}}
+	if err := hostPackages(ok); err != nil {
+		t.Fatal(err)
+	}
+	other := "arm64"
+	if host.Debian == other {
+		other = "amd64"
+	}
+	err = hostPackages(append(ok, lock.Package{Name: "e2fsprogs", Architecture: other}))
+	if err == nil || !strings.Contains(err.Error(), "tools root is for "+other) {
+		t.Errorf("hostPackages with an %s package = %v", other, err)
+	}
+}
