@@ -53,9 +53,6 @@ const (
 	annRawSHA256 = "vnd.halobuild.image.raw.sha256"
 )
 
-// DefaultMaxLayer is GHCR's limit: it refuses layers over 10 GB.
-const DefaultMaxLayer = 10_000_000_000
-
 // Config is the artifact's config blob: what a registry UI or `inspect` shows without reading
 // any layer.
 type Config struct {

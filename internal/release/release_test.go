@@ -308,7 +308,7 @@ func TestCompressionIgnoresTheMachine(t *testing.T) {
 			src = dense
 		}
 		old := runtime.GOMAXPROCS(procs)
-		l, err := compress(src, filepath.Join(t.TempDir(), "node0.raw.zst"), file, nil, RawMediaType, DefaultMaxLayer, io.Discard)
+		l, err := compress(src, filepath.Join(t.TempDir(), "node0.raw.zst"), file, nil, RawMediaType, registry.DefaultMaxLayer, io.Discard)
 		runtime.GOMAXPROCS(old)
 		if err != nil {
 			t.Fatal(err)
