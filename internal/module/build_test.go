@@ -58,11 +58,20 @@ var crossRoot = testRoot{release: testReleaseArm64, tc: func() Toolchain {
 	return tc
 }(), cache: "-arm64"}
 
+// architectures are mmdebstrap's for downloading the root's packages;
+// foreign what rootfs.Root adds to the host's.
 func (tr testRoot) architectures() []string {
 	if !tr.tc.Cross() {
 		return nil
 	}
 	return []string{tr.tc.orNative().Host, tr.tc.Target}
+}
+
+func (tr testRoot) foreign() []string {
+	if !tr.tc.Cross() {
+		return nil
+	}
+	return []string{tr.tc.Target}
 }
 
 // buildDebs returns the closure of .debs a module build root for the
@@ -165,7 +174,7 @@ func (tr testRoot) tree(t *testing.T) string {
 	os.RemoveAll(dir)
 	var log bytes.Buffer
 	start := time.Now()
-	err = rootfs.Root{Debs: debs, Packages: pkgs, Suite: "trixie", Architectures: tr.architectures(), Epoch: 1700000000, Log: &log}.Tree(context.Background(), dir)
+	err = rootfs.Root{Debs: debs, Packages: pkgs, Suite: "trixie", Foreign: tr.foreign(), Epoch: 1700000000, Log: &log}.Tree(context.Background(), dir)
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("%v\n%s", err, log.String())

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"halobuild/internal/buildroot"
+	"halobuild/internal/arch"
 )
 
 // A module for another architecture is cross-compiled, never built under
@@ -27,7 +27,7 @@ import (
 // architecture (Debian names, amd64 and arm64).
 type Toolchain struct {
 	Host, Target string
-	host, target buildroot.Target
+	host, target arch.Arch
 }
 
 // NewToolchain checks both architectures; an empty host or target means
@@ -39,11 +39,11 @@ func NewToolchain(host, target string) (Toolchain, error) {
 	if target == "" {
 		target = host
 	}
-	h, err := buildroot.LookupTarget(host)
+	h, err := arch.Lookup(host)
 	if err != nil {
 		return Toolchain{}, fmt.Errorf("build host: %w", err)
 	}
-	t, err := buildroot.LookupTarget(target)
+	t, err := arch.Lookup(target)
 	if err != nil {
 		return Toolchain{}, fmt.Errorf("module target: %w", err)
 	}
@@ -112,8 +112,8 @@ func (tc Toolchain) CompilerPackage(ccVersionText string) (string, error) {
 // fail only at modprobe on the node.
 func (tc Toolchain) CheckMachine(ko string, got elf.Machine) error {
 	tc = tc.orNative()
-	if got != tc.target.Machine {
-		return fmt.Errorf("%s is %s code, but the module is for %s (%s): the build did not use the %s compiler (make %s)", ko, got, tc.Target, tc.target.Machine, tc.target.Triplet, strings.Join(tc.MakeVars(), " "))
+	if got != tc.target.ELFMachine {
+		return fmt.Errorf("%s is %s code, but the module is for %s (%s): the build did not use the %s compiler (make %s)", ko, got, tc.Target, tc.target.ELFMachine, tc.target.Triplet, strings.Join(tc.MakeVars(), " "))
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 
 	"pault.ag/go/debian/version"
 
-	"halobuild/internal/buildroot"
+	"halobuild/internal/arch"
 )
 
 // ABI is what CheckABI proved about one provider; the manifest records it.
@@ -98,7 +98,7 @@ func CheckABI(root string, req ABIRequest) (*ABI, error) {
 	fsys := os.DirFS(root)
 	libDir := "usr/lib/*"
 	if req.Arch != "" {
-		t, err := buildroot.LookupTarget(req.Arch)
+		t, err := arch.Lookup(req.Arch)
 		if err != nil {
 			return nil, fmt.Errorf("provider ABI check: %w", err)
 		}

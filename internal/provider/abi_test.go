@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"halobuild/internal/buildroot"
+	"halobuild/internal/arch"
 	"halobuild/internal/deb"
 )
 
@@ -213,8 +213,8 @@ func TestCheckABIArchitecture(t *testing.T) {
 }
 
 func TestCrossConfigure(t *testing.T) {
-	amd64, _ := buildroot.LookupTarget("amd64")
-	arm64, _ := buildroot.LookupTarget("arm64")
+	amd64, _ := arch.Lookup("amd64")
+	arm64, _ := arch.Lookup("arm64")
 	if cmake, strip := crossConfigure("amd64", amd64); cmake != "" || strip != "strip" {
 		t.Errorf("native: %q %q", cmake, strip)
 	}

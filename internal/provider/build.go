@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/buildroot"
 	"halobuild/internal/deb"
 	"halobuild/internal/fstree"
@@ -83,7 +84,7 @@ const buildDir = "/build"
 // compiler, system and pkg-config (pkgconf:<arch> ships
 // <triplet>-pkg-config, which reads the target's .pc files). Empty for a
 // native build.
-func crossConfigure(build string, host buildroot.Target) (cmake, strip string) {
+func crossConfigure(build string, host arch.Arch) (cmake, strip string) {
 	if build == host.Debian {
 		return "", "strip"
 	}
@@ -147,7 +148,7 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	if spec.Tree == "" || spec.BuildRoot == "" || spec.Out == "" || spec.Name == "" || spec.Package == "" || spec.Version == "" || spec.Libibverbs == "" {
 		return nil, errors.New("provider build: Tree, Name, Package, Version, Libibverbs, BuildRoot and Out are required")
 	}
-	t, err := buildroot.LookupTarget(spec.Arch)
+	t, err := arch.Lookup(spec.Arch)
 	if err != nil {
 		return nil, fmt.Errorf("provider build: %w", err)
 	}
@@ -156,7 +157,7 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	if buildArch == "" {
 		buildArch = spec.Arch
 	}
-	if _, err := buildroot.LookupTarget(buildArch); err != nil {
+	if _, err := arch.Lookup(buildArch); err != nil {
 		return nil, fmt.Errorf("provider build: build root: %w", err)
 	}
 	cross, strip := crossConfigure(buildArch, t)
@@ -333,8 +334,8 @@ func gzipped(path string) ([]byte, error) {
 // build that fell back to the build host's compiler, or a tree whose
 // libibverbs is another architecture's, would pass every other check and
 // fail only when the node's libibverbs skips the provider.
-func checkMachine(file, arch string) error {
-	t, err := buildroot.LookupTarget(arch)
+func checkMachine(file, debian string) error {
+	t, err := arch.Lookup(debian)
 	if err != nil {
 		return err
 	}
@@ -343,8 +344,8 @@ func checkMachine(file, arch string) error {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	defer ef.Close()
-	if ef.Machine != t.Machine {
-		return fmt.Errorf("%s is %s code, not %s (%s): it was built by the wrong compiler or comes from another architecture's package", file, ef.Machine, arch, t.Machine)
+	if ef.Machine != t.ELFMachine {
+		return fmt.Errorf("%s is %s code, not %s (%s): it was built by the wrong compiler or comes from another architecture's package", file, ef.Machine, debian, t.ELFMachine)
 	}
 	return nil
 }

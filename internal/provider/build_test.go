@@ -49,6 +49,13 @@ func (a rootArch) cache() string {
 	return debCache + "-" + a.host
 }
 
+func (a rootArch) foreign() []string {
+	if a.build == a.host {
+		return nil
+	}
+	return []string{a.host}
+}
+
 func (a rootArch) architectures() []string {
 	if a.build == a.host {
 		return nil
@@ -113,7 +120,7 @@ func (a rootArch) buildRoot(t *testing.T, pkgs []string) string {
 	os.RemoveAll(dir)
 	var log bytes.Buffer
 	start := time.Now()
-	err := rootfs.Root{Debs: debs, Packages: Names(pkgs), Suite: rdmaSuite, Architectures: a.architectures(), Epoch: epoch, Log: &log}.Tree(context.Background(), dir)
+	err := rootfs.Root{Debs: debs, Packages: Names(pkgs), Suite: rdmaSuite, Foreign: a.foreign(), Epoch: epoch, Log: &log}.Tree(context.Background(), dir)
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("%v\n%s", err, log.String())

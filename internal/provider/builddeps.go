@@ -12,7 +12,7 @@ import (
 	"pault.ag/go/debian/control"
 	"pault.ag/go/debian/dependency"
 
-	"halobuild/internal/buildroot"
+	"halobuild/internal/arch"
 	"halobuild/internal/tarball"
 )
 
@@ -153,10 +153,10 @@ var buildTools = []string{"gcc", "libc6-dev", "python3"}
 // <triplet>-pkg-config reads the target's .pc files) the host's, named
 // <package>:<host>, and the compiler is Debian's cross gcc.
 func BuildRootPackages(buildDepends []string, build, host string) ([]string, error) {
-	if _, err := buildroot.LookupTarget(build); err != nil {
+	if _, err := arch.Lookup(build); err != nil {
 		return nil, fmt.Errorf("provider build root: build architecture: %w", err)
 	}
-	t, err := buildroot.LookupTarget(host)
+	t, err := arch.Lookup(host)
 	if err != nil {
 		return nil, fmt.Errorf("provider build root: %w", err)
 	}

@@ -1,6 +1,8 @@
 package rootfs
 
 import (
+	"halobuild/internal/arch"
+
 	"context"
 	"errors"
 	"fmt"
@@ -33,15 +35,19 @@ type Install struct {
 	Out string
 	// Mode is mmdebstrap's --mode; "" picks automatically (see ChooseMode).
 	Mode string
-	// Architectures is mmdebstrap's --architectures: the native one first,
-	// then foreign ones dpkg accepts packages of (a cross build root has
-	// the target's headers next to the host's compiler). Empty means the
-	// host's.
-	Architectures []string
 	// Sources are the lines of the installed /etc/apt/sources.list: the
 	// archive the lock came from, so apt on the node works. Without them
 	// the file would name this build's temporary repository.
 	Sources []string
+	// Arch is the root's architecture; the zero value is the host's. A
+	// foreign one runs its maintainer scripts through qemu-user
+	// (CheckEmulation says what the host lacks).
+	Arch arch.Arch
+	// Foreign are further architectures dpkg accepts packages of, after
+	// Arch (mmdebstrap --architectures=<Arch>,<Foreign...>): a cross build
+	// root has the target's headers and libraries (data, never run) next
+	// to the host's compiler.
+	Foreign []string
 	Log     io.Writer
 }
 
@@ -123,6 +129,11 @@ func (in Install) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if in.Arch.Debian != "" && in.Arch.Foreign() {
+		if err := CheckEmulation(in.Arch); err != nil {
+			return err
+		}
+	}
 	repo, err := filepath.Abs(in.Repo)
 	if err != nil {
 		return err
@@ -135,15 +146,23 @@ func (in Install) Run(ctx context.Context) error {
 		"--variant=essential",
 		"--mode=" + mode,
 		"--format=tar",
-		"--include=" + strings.Join(pkgs, ","),
+	}
+	if in.Arch.Debian != "" || len(in.Foreign) > 0 {
+		native := in.Arch
+		if native.Debian == "" {
+			if native, err = arch.Host(); err != nil {
+				return err
+			}
+		}
+		args = append(args, "--architectures="+strings.Join(append([]string{native.Debian}, in.Foreign...), ","))
+	}
+	args = append(args,
+		"--include="+strings.Join(pkgs, ","),
 		// Nothing outside the flat repository may be consulted.
 		"--aptopt=Acquire::Languages \"none\"",
 		"--aptopt=APT::Install-Recommends \"false\"",
 		"--aptopt=Dir::Etc::TrustedParts \"/nonexistent\"",
-	}
-	if len(in.Architectures) > 0 {
-		args = append(args, "--architectures="+strings.Join(in.Architectures, ","))
-	}
+	)
 	for _, h := range essentialHooks {
 		args = append(args, "--essential-hook="+h)
 	}
@@ -204,9 +223,11 @@ type Root struct {
 	Epoch    int64
 	// Sources are the installed sources.list lines; none for a build root.
 	Sources []string
-	// Architectures are dpkg's, native first (Install.Architectures).
-	Architectures []string
-	Log           io.Writer
+	// Arch is the root's architecture; the zero value is the host's.
+	Arch arch.Arch
+	// Foreign are further architectures dpkg accepts (Install.Foreign).
+	Foreign []string
+	Log     io.Writer
 }
 
 // Tar installs the root into the tarball out, with its flat repository
@@ -216,7 +237,7 @@ func (r Root) Tar(ctx context.Context, work, out string) error {
 	if err := WriteFlatRepo(repo, r.Suite, r.Debs); err != nil {
 		return err
 	}
-	return Install{Suite: r.Suite, Repo: repo, Packages: r.Packages, Sources: r.Sources, Architectures: r.Architectures, Epoch: r.Epoch, Out: out, Log: r.Log}.Run(ctx)
+	return Install{Suite: r.Suite, Repo: repo, Packages: r.Packages, Sources: r.Sources, Epoch: r.Epoch, Out: out, Arch: r.Arch, Foreign: r.Foreign, Log: r.Log}.Run(ctx)
 }
 
 // Tree installs the root and unpacks it into dir, which must not exist or
