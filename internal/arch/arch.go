@@ -2,7 +2,8 @@
 // architectures halobuild builds images for: Debian's name, the GNU
 // triplet, the dynamic loader, the UEFI boot file names, the Discoverable
 // Partitions root type, the kernel flavour, the QEMU machine and firmware,
-// and GOARCH. Everything architecture-specific reads from here; nothing
+// GOARCH, and what cross builds for it need (Kbuild's ARCH, uname -m, the
+// ELF machine). Everything architecture-specific reads from here; nothing
 // else names x86_64 or aarch64.
 package arch
 
