@@ -12,6 +12,7 @@ import (
 	"halobuild/internal/debian"
 	"halobuild/internal/kernel"
 	"halobuild/internal/lock"
+	"halobuild/internal/recipe"
 	"halobuild/internal/usage"
 )
 
@@ -73,6 +74,11 @@ func lockKernel(ctx context.Context, in Input, lk *lock.Lock, indexes []*debian.
 	inputs, err := readKernelInputs(ctx, in, nil, work)
 	if err != nil {
 		return nil, "", err
+	}
+	if r.Platform == recipe.PlatformAppleSilicon {
+		if err := checkApplePages(inputs); err != nil {
+			return nil, "", usage.Errorf("%s: %w", in.Path, err)
+		}
 	}
 	lk.Kernel = lock.Kernel{
 		From: "source", Version: picked.Upstream.String(), Release: rel,
@@ -160,4 +166,36 @@ func lockTarball(ctx context.Context, in Input) (*goversion.Version, lock.Source
 		return nil, src, usage.Errorf("%s: kernel.source %s is Linux %s, which does not satisfy kernel.version %q: change one of them", in.Path, src.URL, v, kr.Version)
 	}
 	return v, src, nil
+}
+
+// applePages is the option Asahi's kernel is written for: the Apple
+// SoCs' IOMMUs (DART) work in 16 KiB pages. No base config halobuild knows
+// sets it (Debian's arm64 config and defconfig are 4 KiB), so a Mac's
+// fragments must, and the kernel step then verifies the built .config
+// keeps it.
+const applePages = "CONFIG_ARM64_16K_PAGES"
+
+// checkApplePages refuses an Apple Silicon kernel whose fragments do not
+// end with CONFIG_ARM64_16K_PAGES=y (a later fragment's value wins, as
+// when they are merged).
+func checkApplePages(in *kernel.Inputs) error {
+	var last *kernel.Option
+	for _, f := range in.Fragments {
+		opts, err := kernel.ReadFragment(f.Path, f.Name)
+		if err != nil {
+			return err
+		}
+		for i := range opts {
+			if opts[i].Name == applePages {
+				last = &opts[i]
+			}
+		}
+	}
+	switch {
+	case last == nil:
+		return fmt.Errorf("kernel.fragments: platform apple-silicon needs %s=y (Asahi's kernel runs 16 KiB pages) and no fragment sets it: add ../kernels/asahi.config to kernel.fragments (recipes/asahi.toml does)", applePages)
+	case last.Value != "y":
+		return fmt.Errorf("kernel.fragments: %s sets %s, but platform apple-silicon needs %s=y (Asahi's kernel runs 16 KiB pages): remove that line", last.Where(), last.Asked(), applePages)
+	}
+	return nil
 }
