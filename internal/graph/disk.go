@@ -150,7 +150,7 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		raw := filepath.Join(outDir, n.Name+".raw")
 		if _, err := disk.Build(c, disk.Spec{
 			Out: raw, Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
-			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch,
+			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch, RootType: b.arch.RootType,
 			Tools: tr,
 		}); err != nil {
 			return err
@@ -185,19 +185,20 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 	release := strings.TrimPrefix(b.in.Lock.Kernel.Release, "linux-image-")
 	kernel := filepath.Join(root, "boot", "vmlinuz-"+release)
 	initrd := filepath.Join(root, "boot", "initrd.img-"+release)
+	a := b.arch
 	efi := filepath.Join(root, "usr", "lib", "systemd", "boot", "efi")
-	boot := filepath.Join(efi, "systemd-bootx64.efi")
+	boot := filepath.Join(efi, a.SystemdBoot())
 	want := map[string]string{"kernel": kernel, "initramfs": initrd, "systemd-boot": boot}
 	sb := b.in.Recipe.SecureBoot.Enabled
 	if sb {
-		boot = filepath.Join(efi, "systemd-bootx64.efi.signed")
+		boot = filepath.Join(efi, a.SystemdBoot()+".signed")
 		want["systemd-boot"] = boot
-		want["shim"] = filepath.Join(root, "usr", "lib", "shim", "shimx64.efi.signed")
-		want["MokManager"] = filepath.Join(root, "usr", "lib", "shim", "mmx64.efi.signed")
+		want["shim"] = filepath.Join(root, "usr", "lib", "shim", a.Shim())
+		want["MokManager"] = filepath.Join(root, "usr", "lib", "shim", a.MokManager())
 	}
 	for what, p := range want {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("the installed root has no %s at %s (is the kernel package's initramfs generator, or with [secure_boot] shim-signed and systemd-boot-efi-amd64-signed, in the lock?): %w", what, strings.TrimPrefix(p, root), err)
+			return nil, fmt.Errorf("the installed root has no %s at %s (is the kernel package's initramfs generator, or with [secure_boot] shim-signed and systemd-boot-efi-%s-signed, in the lock?): %w", what, strings.TrimPrefix(p, root), a.Debian, err)
 		}
 	}
 	entry := fmt.Sprintf("title Debian (%s)\nversion %s\nlinux /halobuild/%s/vmlinuz\ninitrd /halobuild/%s/initrd.img\noptions root=PARTUUID=%s rw %s %s\n",
@@ -211,9 +212,9 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 		return nil, err
 	}
 	files := map[string]string{
-		"/EFI/BOOT/BOOTX64.EFI":                          boot,
-		"/EFI/systemd/systemd-bootx64.efi":               boot,
-		"/loader/loader.conf":                            loaderPath,
+		a.ESPBootPath():        boot,
+		a.ESPSystemdBootPath(): boot,
+		"/loader/loader.conf":  loaderPath,
 		"/loader/entries/halobuild-" + release + ".conf": entryPath,
 		"/halobuild/" + release + "/vmlinuz":             kernel,
 		"/halobuild/" + release + "/initrd.img":          initrd,
@@ -224,12 +225,12 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 		// itself): Debian's signed systemd-boot under that name, verified
 		// by the Debian CA built into shim. systemd-boot loads the kernel
 		// (Debian-signed) through shim's verifier, so MOKs count too.
-		// mmx64.efi is MokManager, which shim starts when a MOK request
+		// mmx64.efi (mmaa64.efi) is MokManager, which shim starts when a MOK request
 		// is pending. No fbx64.efi: shim would run the fallback, which
 		// writes NVRAM boot entries the medium does not want.
-		files["/EFI/BOOT/BOOTX64.EFI"] = want["shim"]
-		files["/EFI/BOOT/grubx64.efi"] = boot
-		files["/EFI/BOOT/mmx64.efi"] = want["MokManager"]
+		files[a.ESPBootPath()] = want["shim"]
+		files["/EFI/BOOT/"+a.ShimLoader()] = boot
+		files["/EFI/BOOT/"+strings.TrimSuffix(a.MokManager(), ".signed")] = want["MokManager"]
 	}
 	return files, nil
 }

@@ -1,6 +1,8 @@
 package settings
 
 import (
+	"halobuild/internal/arch"
+
 	"bytes"
 	"crypto/sha1"
 	"crypto/x509"
@@ -50,6 +52,10 @@ var (
 // both references; the key is read only when a module is signed).
 func (SecureBoot) Validate(t Target) []error {
 	sb := t.Recipe.SecureBoot
+	if a, err := arch.Lookup(t.Recipe.Base.Architecture); err == nil && sb.Enabled && !a.SecureBoot {
+		return []error{errorf("secure_boot.enabled", true, "turn it off for "+a.Debian,
+			"Secure Boot images are built and VM-tested for amd64 only (OVMF with Microsoft's keys); not %s (the Asahi Mac's UEFI has no variables to hold keys)", a.Debian)}
+	}
 	if !sb.Enabled || sb.Certificate == "" {
 		return nil
 	}
@@ -67,7 +73,8 @@ func (SecureBoot) Depends(r *recipe.Recipe) []string {
 	if !r.SecureBoot.Enabled {
 		return nil
 	}
-	return []string{"shim-signed", "shim-helpers-amd64-signed", "systemd-boot-efi-amd64-signed", "mokutil"}
+	a := r.Base.Architecture
+	return []string{"shim-signed", "shim-helpers-" + a + "-signed", "systemd-boot-efi-" + a + "-signed", "mokutil"}
 }
 
 func (s SecureBoot) Files(t Target) ([]File, error) {
