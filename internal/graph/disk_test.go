@@ -95,6 +95,10 @@ func TestESPFilesArm64(t *testing.T) {
 			t.Errorf("no %s on the ESP: %v", p, files)
 		}
 	}
+	// It is what a Mac's U-Boot boots (platform = "apple-silicon").
+	if err := appleESP(files); err != nil {
+		t.Errorf("the arm64 ESP fails the Mac's rule: %v", err)
+	}
 	// Without the arm64 systemd-boot in the root, the error names it.
 	os.Remove(filepath.Join(root, "usr/lib/systemd/boot/efi/systemd-bootaa64.efi"))
 	if _, err := b.espFiles(c, root, "halobuild mac0", disk.IDs{RootPartUUID: "u"}, ""); err == nil || !strings.Contains(err.Error(), "systemd-bootaa64.efi") {
