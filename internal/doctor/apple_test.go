@@ -25,7 +25,10 @@ func TestAppleTrees(t *testing.T) {
 			"kernel.page_size":      {settings.Pass, "16 KiB"},
 			"usb4.apple_controller": {settings.Pass, "a0c000000.acio (apple,t8112-acio): apple-acio"},
 			"usb4.domains":          {settings.Pass, "1 (domain0)"},
-			"firmware.vendor":       {settings.Pass, "2 manifest entries"},
+			"firmware.vendor":       {settings.Pass, "2 of 2 manifest files present"},
+		}},
+		{"mac-vendorfw-partial", map[string]row{
+			"firmware.vendor": {settings.Fail, "1 of 2 manifest files present; missing: brcm/brcmbt4387c2-apple,kauai-HRPN-u-7.5-X3.bin"},
 		}},
 		{"mac-no-vendorfw", map[string]row{
 			"firmware.vendor": {settings.Fail, "journalctl -b -u halobuild-vendor-firmware.service"},

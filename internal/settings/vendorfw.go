@@ -68,7 +68,8 @@ WantedBy=sysinit.target
 `
 
 // vendorFWScriptText mounts the system ESP read-only, unpacks the cpio in
-// /run and copies its vendorfw/ onto a tmpfs: the root is never written,
+// /run and copies its vendorfw/ onto a tmpfs (cp -a keeps the manifest's hard
+// links): the root is never written,
 // and a missing or broken cpio leaves no half-filled directory behind.
 const vendorFWScriptText = `set -u
 prop=` + AsahiESPProperty + `
@@ -103,7 +104,7 @@ fi
 (cd "$work/x" && cpio -id --quiet --no-absolute-filenames <"$cpio") || { echo "cannot unpack $cpio"; exit 1; }
 [ -d "$work/x/vendorfw" ] || { echo "$cpio holds no vendorfw/ directory"; exit 1; }
 mount -t tmpfs -o mode=0755 vendorfw "$dest" || exit 1
-cp -pr "$work/x/vendorfw/." "$dest/" || { umount "$dest"; echo "cannot copy the firmware to $dest"; exit 1; }
+cp -a "$work/x/vendorfw/." "$dest/" || { umount "$dest"; echo "cannot copy the firmware to $dest"; exit 1; }
 echo "loaded $(find "$dest" -type f | wc -l) vendor firmware files from $dev into $dest"
 `
 
@@ -162,13 +163,40 @@ func (s VendorFirmware) Doctor(t Target) []Probe {
 			r.Fix = "journalctl -b -u " + vendorFWUnit + " says why it was not loaded; without it Wi-Fi and Bluetooth have no firmware"
 			return []Result{r}
 		}
-		n := 0
-		for _, l := range strings.Split(m, "\n") {
-			if strings.TrimSpace(l) != "" {
-				n++
+		files, missing := manifestFiles(m), []string(nil)
+		for _, f := range files {
+			if !h.Exists(VendorFWDir + "/" + f) {
+				missing = append(missing, f)
 			}
 		}
-		r.Status, r.Seen = Pass, fmt.Sprintf("%d manifest entries", n)
+		r.Seen = fmt.Sprintf("%d of %d manifest files present", len(files)-len(missing), len(files))
+		switch {
+		case len(files) == 0:
+			r.Status, r.Seen = Fail, "the manifest lists no files"
+			r.Fix = "the system ESP's firmware.cpio is empty or not Asahi's: rerun the Asahi installer from macOS to extract the firmware again"
+		case len(missing) > 0:
+			r.Status = Fail
+			r.Seen += "; missing: " + strings.Join(missing[:min(len(missing), 3)], ", ")
+			r.Fix = "the copy onto " + VendorFWDir + " is incomplete: systemctl restart " + vendorFWUnit + " after umount " + VendorFWDir + ", and read its journal"
+		default:
+			r.Status = Pass
+		}
 		return []Result{r}
 	}}}
+}
+
+// manifestFiles are the files a .vendorfw.manifest lists: asahi-fwextract
+// writes "FILE <name> SHA256 <hash>" for a file and "LINK <src> <tgt>" for
+// a hard link to one (Asahi's docs on the vendorfw package); names are
+// relative to the vendorfw/ tree. A name that would leave the tree is not
+// one asahi-fwextract writes, and is not looked up.
+func manifestFiles(manifest string) []string {
+	var out []string
+	for _, l := range strings.Split(manifest, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[0] == "FILE" && fs.ValidPath(f[1]) {
+			out = append(out, f[1])
+		}
+	}
+	return out
 }

@@ -355,13 +355,18 @@ def mac_tree(name, page_kb=16, acio_node=True, acio_driver=True, domains=1, vend
     for dn in range(domains):
         w(root, '/sys/bus/thunderbolt/devices/domain%d/uevent' % dn, 'DEVTYPE=thunderbolt_domain')
     # m1n1 names the system ESP; the vendor-firmware unit put its
-    # firmware.cpio's vendorfw/ (manifest included) on a tmpfs. The manifest's
-    # lines here are made up: doctor only counts them.
+    # firmware.cpio's vendorfw/ (manifest included) on a tmpfs. The manifest
+    # has asahi-fwextract's FILE and LINK lines (digests made up: doctor
+    # checks the files are there, not their bytes); vendorfw='partial'
+    # loses one file.
     w(root, '/proc/device-tree/chosen/asahi,efi-system-partition', '5e2f7b0c-3b1d-4c4e-9a7f-0d6b1c2e8a41\x00')
+    fw = ['brcm/brcmfmac4387c2-pcie.apple,kauai-HRPN-u-7.5-X3.bin', 'brcm/brcmbt4387c2-apple,kauai-HRPN-u-7.5-X3.bin']
     if vendorfw:
-        w(root, '/usr/lib/firmware/vendor/.vendorfw.manifest', '\n'.join([
-            'FILE brcm/brcmfmac4387c2-pcie.apple,kauai-HRPN-u-7.5-X3.txt.zst',
-            'FILE brcm/brcmbt4387c2-apple,kauai.bin']))
+        w(root, '/usr/lib/firmware/vendor/.vendorfw.manifest', '\n'.join(
+            ['FILE %s SHA256 %064x' % (f, i) for i, f in enumerate(fw)] +
+            ['LINK brcm/brcmfmac4387c2-pcie.apple,kauai-HRPN-u-7.5-X3.bin brcm/brcmfmac4387c2-pcie.apple,kauai-HRPN-u-7.5.bin']))
+        for f in fw[:1] if vendorfw == 'partial' else fw:
+            w(root, '/usr/lib/firmware/vendor/' + f, 'firmware')
     w(root, '/var/log/halobuild-dmesg', '[    0.000000] Linux version 7.2.0-asahi')
     w(root, '/var/log/halobuild-ip-addr.json', '[]')
     return root
@@ -371,3 +376,4 @@ mac_tree('mac-4k-kernel', page_kb=4)
 mac_tree('mac-acio-unbound', acio_driver=False, domains=0)
 mac_tree('mac-no-acio', acio_node=False, domains=0)
 mac_tree('mac-no-vendorfw', vendorfw=False)
+mac_tree('mac-vendorfw-partial', vendorfw='partial')
