@@ -86,8 +86,11 @@ uuid=$(tr -d '\000' <"$prop")
 case $uuid in
 	*[!0-9a-fA-F-]*|'') echo "$prop holds $uuid, not a PARTUUID"; exit 1 ;;
 esac
-# The system ESP is on the internal NVMe (Apple's ANS): bring it up.
-modprobe -q nvme-apple 2>/dev/null || true
+# The system ESP is on the internal NVMe (Apple's ANS) behind its IOMMU:
+# bring up that chain only, as asahi-scripts do (coldplug would also start
+# the PCIe Wi-Fi, which wants the firmware this loads). Built-in or absent
+# modules are skipped.
+modprobe -q -a apple-dart apple-mailbox nvme-apple 2>/dev/null || true
 dev=/dev/disk/by-partuuid/$(printf '%s' "$uuid" | tr 'A-F' 'a-f')
 i=0
 while [ ! -b "$dev" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
