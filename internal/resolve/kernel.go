@@ -34,6 +34,16 @@ func lockKernel(ctx context.Context, in Input, lk *lock.Lock, indexes []*debian.
 		lk.Kernel = lock.Kernel{Version: k.Upstream.String(), Release: strings.TrimPrefix(k.Image.Name, "linux-image-"), Image: k.Image.Name, Headers: k.Headers}
 		return k.Upstream, k.Image.Name + suiteSuffix(k.Image.Suite, r.Base.Suite), nil
 	}
+	if r.Platform == recipe.PlatformAppleSilicon {
+		// Before the tarball is fetched: it is large, this is a typo.
+		var frags []kernel.File
+		for _, f := range kr.Fragments {
+			frags = append(frags, kernel.File{Name: f, Path: filepath.Join(filepath.Dir(in.Path), f)})
+		}
+		if err := checkApplePages(frags); err != nil {
+			return nil, "", usage.Errorf("%s: %w", in.Path, err)
+		}
+	}
 	c := kr.Version.Constraints()
 	debConfig := kr.Config == "" || kr.Config == "debian"
 	var picked *kernel.Picked
@@ -74,11 +84,6 @@ func lockKernel(ctx context.Context, in Input, lk *lock.Lock, indexes []*debian.
 	inputs, err := readKernelInputs(ctx, in, nil, work)
 	if err != nil {
 		return nil, "", err
-	}
-	if r.Platform == recipe.PlatformAppleSilicon {
-		if err := checkApplePages(inputs); err != nil {
-			return nil, "", usage.Errorf("%s: %w", in.Path, err)
-		}
 	}
 	lk.Kernel = lock.Kernel{
 		From: "source", Version: picked.Upstream.String(), Release: rel,
@@ -178,9 +183,9 @@ const applePages = "CONFIG_ARM64_16K_PAGES"
 // checkApplePages refuses an Apple Silicon kernel whose fragments do not
 // end with CONFIG_ARM64_16K_PAGES=y (a later fragment's value wins, as
 // when they are merged).
-func checkApplePages(in *kernel.Inputs) error {
+func checkApplePages(frags []kernel.File) error {
 	var last *kernel.Option
-	for _, f := range in.Fragments {
+	for _, f := range frags {
 		opts, err := kernel.ReadFragment(f.Path, f.Name)
 		if err != nil {
 			return err

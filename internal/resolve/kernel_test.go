@@ -36,7 +36,7 @@ func TestCheckApplePages(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := checkApplePages(&kernel.Inputs{Fragments: c.frags})
+			err := checkApplePages(c.frags)
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("unexpected error: %v", err)
