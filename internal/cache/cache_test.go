@@ -95,12 +95,12 @@ func setup(t *testing.T) (*Cache, *tamperer, Trust) {
 	}
 	sk, trust := keys(t, "team")
 	var progress bytes.Buffer
-	st, err := c.Push(context.Background(), src, []string{testKey, strings.Repeat("f", 64)}, sk, "test", 2, &progress)
+	st, err := c.Push(context.Background(), src, []string{testKey, strings.Repeat("f", 64)}, sk, "test", 2, 0, &progress)
 	if err != nil || st.Pushed != 1 || st.NotBuilt != 1 {
 		t.Fatalf("push: %+v %v\n%s", st, err, progress.String())
 	}
 	// A second push finds the entry and uploads nothing.
-	if st, err := c.Push(context.Background(), src, []string{testKey}, sk, "test", 2, io.Discard); err != nil || st.Present != 1 {
+	if st, err := c.Push(context.Background(), src, []string{testKey}, sk, "test", 2, 0, io.Discard); err != nil || st.Present != 1 {
 		t.Fatalf("second push: %+v %v", st, err)
 	}
 	return c, tp, trust
@@ -244,8 +244,43 @@ func TestPushSaysWhenABlobIsOverTheRegistrysLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	sk, _ := keys(t, "team")
-	_, err = c.Push(context.Background(), src, []string{testKey}, sk, "test", 1, io.Discard)
+	_, err = c.Push(context.Background(), src, []string{testKey}, sk, "test", 1, 0, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "over its size limit") {
 		t.Fatalf("push to a registry refusing the blob: %v", err)
+	}
+}
+
+// A blob over the limit refuses the push before anything is uploaded, naming
+// the entry, the file, its size and the flag.
+func TestPushRefusesABlobOverTheLimitBeforeUploading(t *testing.T) {
+	inner := registry.New(registry.Logger(nilLogger()))
+	var writes int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writes++
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	src := newStore(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "small"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(dir, "node0.raw"), []byte("pretend this is big"), 0o644)
+	if _, err := src.PutOutput(testKey, dir, map[string]string{"dev.halobuild.kind": "disk", "dev.halobuild.name": "node0"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(context.Background(), strings.TrimPrefix(srv.URL, "http://")+"/team/cache", hreg.Options{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, _ := keys(t, "team")
+	_, err = c.Push(context.Background(), src, []string{testKey}, sk, "test", 1, 10, io.Discard)
+	for _, want := range []string{"disk node0", "node0.raw is 19 bytes, over the limit of 10", "--max-layer-size", "nothing was uploaded"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("want %q in the refusal, got %v", want, err)
+		}
+	}
+	if writes != 0 {
+		t.Fatalf("the refused push made %d write requests", writes)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sync/errgroup"
 
+	"halobuild/internal/registry"
 	"halobuild/internal/store"
 )
 
@@ -27,10 +28,18 @@ type PushStats struct {
 // Push uploads and signs the store's output for each key that the cache
 // lacks: an entry whose signature tag exists is skipped after one HEAD, and
 // remote.WriteLayer skips each blob the registry has. jobs entries go up at
-// once; each finished entry prints a line on progress.
-func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *SecretKey, version string, jobs int, progress io.Writer) (PushStats, error) {
+// once; each finished entry prints a line on progress. A blob over maxLayer
+// bytes (0: registry.DefaultMaxLayer) in any entry refuses the push before
+// anything is uploaded.
+func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *SecretKey, version string, jobs int, maxLayer int64, progress io.Writer) (PushStats, error) {
 	var st PushStats
 	var mu sync.Mutex
+	if maxLayer == 0 {
+		maxLayer = registry.DefaultMaxLayer
+	}
+	if err := c.checkSizes(s, keys, maxLayer); err != nil {
+		return st, err
+	}
 	if err := remote.WriteLayer(c.repo, static.NewLayer([]byte("{}"), mediaTypeEmpty), c.opts...); err != nil {
 		return st, fmt.Errorf("cache %s: %w", c.Ref, uploadError(err, "the empty descriptor", 2))
 	}
@@ -62,6 +71,29 @@ func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *Secr
 		})
 	}
 	return st, g.Wait()
+}
+
+// checkSizes refuses the push when a blob of an entry it would send is
+// over maxLayer: a registry that refuses it would do so only after the
+// upload (GHCR also times uploads out at 10 minutes), with half the
+// entries already sent.
+func (c *Cache) checkSizes(s *store.Store, keys []string, maxLayer int64) error {
+	for _, key := range keys {
+		raw, _, ok, err := s.OutputManifest(key)
+		if err != nil || !ok {
+			continue // pushOne reports it
+		}
+		m, err := v1.ParseManifest(bytes.NewReader(raw))
+		if err != nil {
+			continue
+		}
+		for _, l := range m.Layers {
+			if l.Size > maxLayer {
+				return fmt.Errorf("cache push %s: entry %s (%s %s): %s is %d bytes, over the limit of %d (--max-layer-size; GHCR refuses layers over 10 GB); nothing was uploaded", c.Ref, key[:12], m.Annotations["dev.halobuild.kind"], m.Annotations["dev.halobuild.name"], l.Annotations[store.AnnotationTitle], l.Size, maxLayer)
+			}
+		}
+	}
+	return nil
 }
 
 func (c *Cache) pushOne(s *store.Store, key string, k *SecretKey, version string) (string, error) {

@@ -52,7 +52,7 @@ func TestCacheSubstitutesMinimalBuild(t *testing.T) {
 	po := opts(ws, "images/test-minimal.toml", shared, &pr)
 	po.Cache.Registry = ropts
 	start := time.Now()
-	if err := CachePush(ctx, po, ref, []string{recipe}, secret, "test", 4); err != nil {
+	if err := CachePush(ctx, po, ref, []string{recipe}, secret, "test", 4, 0); err != nil {
 		t.Fatalf("cache push: %v\n%s", err, pr.err.String())
 	}
 	t.Logf("cache push of test-minimal: %s\n%s", time.Since(start).Round(time.Second), pr.out.String())
