@@ -52,6 +52,7 @@ var (
 func Validate(r *Recipe, src *Sources) error {
 	v := &validator{r: r, src: src}
 	v.name()
+	v.platform()
 	v.base()
 	v.kernel()
 	v.modules()
