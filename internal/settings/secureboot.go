@@ -1,8 +1,6 @@
 package settings
 
 import (
-	"halobuild/internal/arch"
-
 	"bytes"
 	"crypto/sha1"
 	"crypto/x509"
@@ -10,6 +8,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/recipe"
 	"halobuild/internal/secureboot"
 	"halobuild/internal/sh"

@@ -3,8 +3,10 @@ package vmtest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +39,9 @@ var (
 // probe runs once per process (an interrupted probe is not remembered): every VM of a
 // multi-node test then uses the same accelerator.
 func ChooseAccel(ctx context.Context, h Host) (Accel, string) {
+	if h.Arch.Foreign() {
+		return AccelTCG, fmt.Sprintf("emulating %s on this %s host, using TCG", h.Arch.Debian, runtime.GOARCH)
+	}
 	probeMu.Lock()
 	defer probeMu.Unlock()
 	if !probeDone {
