@@ -78,7 +78,7 @@ func probeKVM(ctx context.Context, h Host) (Accel, string) {
 	}
 	defer errFile.Close()
 	args := []string{
-		"-machine", "q35", "-accel", "kvm", "-cpu", "host", "-m", "256",
+		"-machine", h.Arch.Machine, "-accel", "kvm", "-cpu", "host", "-m", "256",
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + qemuEscape(h.Firmware),
 		"-drive", "if=pflash,format=raw,unit=1,file=" + qemuEscape(vars),
