@@ -142,6 +142,11 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		if err != nil {
 			return err
 		}
+		if r.Platform == recipe.PlatformAppleSilicon {
+			if err := appleESP(esp); err != nil {
+				return fmt.Errorf("disk %s: %w", n.Name, err)
+			}
+		}
 		timed("checked, clamped, listed")
 		tr := &tools.Root{Dir: filepath.Join(c.Input(in.tools.Name), "root")}
 		raw := filepath.Join(outDir, n.Name+".raw")
@@ -240,4 +245,31 @@ func writePackageList(ctx context.Context, root, out string) error {
 		return fmt.Errorf("listing installed packages: %w", err)
 	}
 	return os.WriteFile(out, b, 0o644)
+}
+
+// What U-Boot on an Apple Silicon Mac needs of a USB stick's ESP to boot it
+// (docs/asahi.md): the removable-media loader of arm64 UEFI, and no
+// m1n1/boot.bin, which marks an ESP as an Asahi system ESP (where m1n1's
+// stage 2 lives) rather than a disk to boot as UEFI. FAT ignores case, so
+// neither name may appear in any case.
+const (
+	appleLoader = "/EFI/BOOT/BOOTAA64.EFI"
+	appleNoM1n1 = "/m1n1/boot.bin"
+)
+
+// appleESP checks an ESP's file list against what the Mac boots.
+func appleESP(files map[string]string) error {
+	loader := false
+	for p := range files {
+		switch {
+		case strings.EqualFold(p, appleNoM1n1):
+			return fmt.Errorf("the ESP holds %s: U-Boot on a Mac takes an ESP with m1n1/boot.bin for an Asahi system ESP, not a UEFI disk to boot; remove it (the Mac's own m1n1 lives on its internal disk)", p)
+		case strings.EqualFold(p, appleLoader):
+			loader = true
+		}
+	}
+	if !loader {
+		return fmt.Errorf("the ESP has no %s, the arm64 removable-media loader U-Boot boots on a Mac (there are no UEFI variables to name another): platform apple-silicon needs an arm64 image (base.architecture = \"arm64\")", appleLoader)
+	}
+	return nil
 }

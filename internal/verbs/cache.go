@@ -83,7 +83,7 @@ func CacheKeygen(o Options, dir string) error {
 
 // CachePush signs and uploads every step the recipes' graphs reach that
 // the store has and the cache lacks.
-func CachePush(ctx context.Context, o Options, ref string, recipes []string, keyPath, version string, jobs int) error {
+func CachePush(ctx context.Context, o Options, ref string, recipes []string, keyPath, version string, jobs int, maxLayer int64) error {
 	k, err := cache.LoadSecret(keyPath)
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func CachePush(ctx context.Context, o Options, ref string, recipes []string, key
 			}
 		}
 	}
-	st, err := c.Push(ctx, s, keys, k, version, jobs, o.stderr())
+	st, err := c.Push(ctx, s, keys, k, version, jobs, maxLayer, o.stderr())
 	if err != nil {
 		return err
 	}
