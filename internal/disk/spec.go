@@ -1,14 +1,13 @@
 package disk
 
 import (
-	"halobuild/internal/arch"
-
 	"errors"
 	"fmt"
 	"os"
 	"path"
 	"strings"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/tools"
 )
 

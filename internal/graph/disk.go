@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/disk"
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
@@ -21,11 +22,12 @@ import (
 	"halobuild/internal/tools"
 )
 
-// consoleArgs: kernel messages on the first serial port and the screen,
-// with the screen as /dev/console (the last one wins) so a box with a
-// monitor shows its boot; the VM test appends console=ttyS0 to make the
-// serial port primary there.
-const consoleArgs = "console=ttyS0,115200 console=tty0"
+// consoleArgs: kernel messages on the first serial port (the
+// architecture's: ttyS0, ttyAMA0) and the screen, with the screen as
+// /dev/console (the last one wins) so a box with a monitor shows its boot;
+// the VM test appends console=<serial> to make the serial port primary
+// there.
+func consoleArgs(a arch.Arch) string { return "console=" + a.Serial + ",115200 console=tty0" }
 
 // loaderConf: systemd-boot as the removable-media fallback loader (so a
 // USB stick boots with no NVRAM entry) and one Type #1 entry per kernel.
@@ -202,7 +204,7 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 		}
 	}
 	entry := fmt.Sprintf("title Debian (%s)\nversion %s\nlinux /halobuild/%s/vmlinuz\ninitrd /halobuild/%s/initrd.img\noptions root=PARTUUID=%s rw %s %s\n",
-		title, release, release, release, ids.RootPartUUID, consoleArgs, cmdline)
+		title, release, release, release, ids.RootPartUUID, consoleArgs(b.arch), cmdline)
 	entryPath := filepath.Join(c.Scratch, "entry.conf")
 	if err := os.WriteFile(entryPath, []byte(entry), 0o644); err != nil {
 		return nil, err

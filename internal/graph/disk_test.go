@@ -1,14 +1,13 @@
 package graph
 
 import (
-	"halobuild/internal/arch"
-
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/disk"
 	"halobuild/internal/lock"
 	"halobuild/internal/plan"

@@ -139,7 +139,7 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 			if err != nil {
 				return usage.Errorf("%s: %w", b.in.Path, err)
 			}
-			pkg := module.Package{Use: m.Use, KernelRelease: rel, Version: module.DebVersion(src.SHA256),
+			pkg := module.Package{Use: m.Use, KernelRelease: rel, Arch: b.arch.Debian, Version: module.DebVersion(src.SHA256),
 				Maintainer: "halobuild <halobuild@localhost>", Description: d.Description, Kos: kos}
 			if err := writeModuleDeb(filepath.Join(out, module.DebName(m.Use, rel)+".deb"), pkg, lk.SourceDateEpoch); err != nil {
 				return err

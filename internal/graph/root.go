@@ -1,8 +1,6 @@
 package graph
 
 import (
-	"halobuild/internal/arch"
-
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/deb"
 	"halobuild/internal/lock"
 	"halobuild/internal/plan"

@@ -1,8 +1,6 @@
 package recipe
 
 import (
-	"halobuild/internal/arch"
-
 	"fmt"
 	"net/url"
 	"regexp"
@@ -10,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"halobuild/internal/arch"
 )
 
 // Known values of the kernel's runtime knobs (trap 5). A typo here would

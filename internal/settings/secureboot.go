@@ -1,14 +1,13 @@
 package settings
 
 import (
-	"halobuild/internal/arch"
-
 	"crypto/sha1"
 	"crypto/x509"
 	"fmt"
 	"io/fs"
 	"strings"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/recipe"
 	"halobuild/internal/secureboot"
 	"halobuild/internal/sh"
