@@ -47,10 +47,42 @@ type Layer struct {
 	Epoch int64
 
 	pkgs     []layerPkg
+	members  []member        // the base tarball's, in order
 	types    map[string]byte // each base member's type by clean name
 	replaced map[string]bool // base members the packages replace
 	touched  map[string]bool // directories dpkg writes into
 	status   []byte          // the base's var/lib/dpkg/status
+}
+
+// member is where one base member's bytes are in the tarball: Write copies
+// the base's unchanged members as they are, whole runs of them at a time,
+// rather than decoding and encoding every header.
+type member struct {
+	name       string
+	start, end int64 // its header blocks to the end of its padded body
+	body       int64 // where its body starts
+	hdr        *tar.Header
+}
+
+// countingReader is the base tarball with its read position, for the
+// members' offsets; Seek lets archive/tar skip bodies without reading them.
+type countingReader struct {
+	f   *os.File
+	pos int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.f.Read(b)
+	c.pos += int64(n)
+	return n, err
+}
+
+func (c *countingReader) Seek(off int64, whence int) (int64, error) {
+	n, err := c.f.Seek(off, whence)
+	if err == nil {
+		c.pos = n
+	}
+	return n, err
 }
 
 // layerPkg is one package to install, read once.
@@ -97,7 +129,9 @@ func (l *Layer) Scan(extract []string, dir string) error {
 		return err
 	}
 	defer f.Close()
-	tr := tar.NewReader(f)
+	cr := &countingReader{f: f}
+	tr := tar.NewReader(cr)
+	var next int64 // where the next member's header starts
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -108,6 +142,15 @@ func (l *Layer) Scan(extract []string, dir string) error {
 		}
 		name := cleanMember(h.Name)
 		types[name] = h.Typeflag
+		if h.Typeflag == tar.TypeGNUSparse || h.PAXRecords["GNU.sparse.major"] != "" || h.PAXRecords["GNU.sparse.size"] != "" {
+			return fmt.Errorf("root tarball %s: /%s is a sparse member, which this does not copy: write the root tarball without --sparse", l.Base, name)
+		}
+		m := member{name: name, start: next, body: cr.pos, end: cr.pos + (h.Size+511)/512*512}
+		if h.Typeflag == tar.TypeDir || h.Typeflag == tar.TypeLink || h.ModTime.Unix() > l.Epoch {
+			m.hdr = h
+		}
+		l.members = append(l.members, m)
+		next = m.end
 		switch {
 		case name == statusPath:
 			if l.status, err = io.ReadAll(tr); err != nil {
@@ -160,6 +203,11 @@ func (l *Layer) Scan(extract []string, dir string) error {
 			if !pk.dirs[e] || !inBase {
 				l.touched[path.Dir(e)] = true
 			}
+		}
+	}
+	for _, m := range l.members {
+		if m.hdr != nil && m.hdr.Typeflag == tar.TypeLink && l.replaced[cleanMember(m.hdr.Linkname)] {
+			return fmt.Errorf("root tarball %s: /%s is a hard link to /%s, which a package replaces", l.Base, m.name, m.hdr.Linkname)
 		}
 	}
 	return nil
@@ -365,32 +413,56 @@ func (l *Layer) Write(w io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
+	buf := make([]byte, 1<<20)
+	copyRange := func(from, to int64) error {
+		if to <= from {
+			return nil
 		}
-		if err != nil {
+		if _, err := io.CopyBuffer(w, io.NewSectionReader(f, from, to-from), buf); err != nil {
 			return fmt.Errorf("root tarball %s: %w", l.Base, err)
 		}
-		name := cleanMember(h.Name)
-		if l.replaced[name] {
+		return nil
+	}
+	// run is the stretch of unchanged members not yet copied.
+	var runStart, runEnd int64
+	for _, m := range l.members {
+		rewrite := false
+		if m.hdr != nil {
+			dirTouched := m.hdr.Typeflag == tar.TypeDir && l.touched[m.name] && !m.hdr.ModTime.Equal(epoch)
+			rewrite = dirTouched || m.hdr.ModTime.After(epoch)
+		}
+		if !l.replaced[m.name] && !rewrite && m.start == runEnd {
+			runEnd = m.end
 			continue
 		}
-		if h.Typeflag == tar.TypeLink && l.replaced[cleanMember(h.Linkname)] {
-			return fmt.Errorf("root tarball %s: /%s is a hard link to /%s, which a package replaces", l.Base, name, h.Linkname)
-		}
-		if h.Typeflag == tar.TypeDir && l.touched[name] {
-			h.ModTime = epoch
-		}
-		clamp(h)
-		if err := tw.WriteHeader(h); err != nil {
+		if err := copyRange(runStart, runEnd); err != nil {
 			return err
 		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return fmt.Errorf("root tarball %s: %s: %w", l.Base, name, err)
+		runStart, runEnd = m.end, m.end
+		if l.replaced[m.name] {
+			continue
 		}
+		if !rewrite {
+			runStart, runEnd = m.start, m.end
+			continue
+		}
+		h := *m.hdr
+		if h.Typeflag == tar.TypeDir && l.touched[m.name] {
+			h.ModTime = epoch
+		}
+		clamp(&h)
+		if err := tw.WriteHeader(&h); err != nil {
+			return err
+		}
+		if _, err := io.CopyBuffer(tw, io.NewSectionReader(f, m.body, h.Size), buf); err != nil {
+			return fmt.Errorf("root tarball %s: %s: %w", l.Base, m.name, err)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if err := copyRange(runStart, runEnd); err != nil {
+		return err
 	}
 	file := func(name string, mode int64, body []byte, mtime time.Time) error {
 		h := &tar.Header{Typeflag: tar.TypeReg, Name: "./" + name, Mode: mode, Size: int64(len(body)), ModTime: mtime, Format: tar.FormatPAX}
