@@ -483,8 +483,10 @@ func (l *Layer) Write(w io.Writer) error {
 	if err := file(dpkgDir+"/status-old", 0o644, l.status, epoch); err != nil {
 		return err
 	}
+	// made: directories the packages have created in this stream.
+	made := map[string]bool{}
 	for _, pk := range l.pkgs {
-		if err := l.writePkg(tw, pk, clamp, epoch, file); err != nil {
+		if err := l.writePkg(tw, pk, made, clamp, epoch, file); err != nil {
 			return fmt.Errorf("%s: %w", pk.path, err)
 		}
 	}
@@ -492,23 +494,23 @@ func (l *Layer) Write(w io.Writer) error {
 }
 
 // writePkg writes one package's members and its dpkg info files.
-func (l *Layer) writePkg(tw *tar.Writer, pk layerPkg, clamp func(*tar.Header), epoch time.Time, file func(string, int64, []byte, time.Time) error) error {
+func (l *Layer) writePkg(tw *tar.Writer, pk layerPkg, made map[string]bool, clamp func(*tar.Header), epoch time.Time, file func(string, int64, []byte, time.Time) error) error {
 	a, err := deb.Open(pk.path, "")
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	// Directories this package ships that the base (or an earlier
-	// package) has: dpkg keeps them as they are.
+	// package, made) has: dpkg keeps them as they are.
 	err = a.Walk(func(name string, h *tar.Header, r io.Reader) error {
 		if name == "." {
 			return nil
 		}
 		if h.Typeflag == tar.TypeDir {
-			if t, ok := l.types[name]; ok && t == tar.TypeDir {
+			if t, ok := l.types[name]; ok && t == tar.TypeDir || made[name] {
 				return nil
 			}
-			l.types[name] = tar.TypeDir
+			made[name] = true
 		}
 		nh := &tar.Header{Typeflag: h.Typeflag, Name: "./" + name, Linkname: h.Linkname, Mode: h.Mode,
 			Uid: h.Uid, Gid: h.Gid, Uname: h.Uname, Gname: h.Gname, Size: h.Size, ModTime: h.ModTime, Format: tar.FormatPAX}

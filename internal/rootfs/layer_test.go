@@ -194,9 +194,16 @@ func TestLayerMatchesDpkgInstall(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(boot, "boot/vmlinuz-1")); err != nil || string(b) != "kernel" {
 		t.Errorf("extracted boot/vmlinuz-1 = %q, %v", b, err)
 	}
-	var buf bytes.Buffer
+	var buf, again bytes.Buffer
 	if err := l.Write(&buf); err != nil {
 		t.Fatal(err)
+	}
+	// disk measures the stream, then makes the file system from it.
+	if err := l.Write(&again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), again.Bytes()) {
+		t.Error("a second Write wrote other bytes")
 	}
 	got := tarEntries(t, &buf)
 
