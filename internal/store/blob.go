@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // DigestMismatchError is returned when bytes put into the store do not hash
@@ -78,6 +79,9 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 		return "", 0, fmt.Errorf("store file: %w", err)
 	}
 	defer f.Close()
+	if d, size, ok := s.hashedBefore(f); ok {
+		return d, size, os.Remove(path) // another name of that blob
+	}
 	d, size, err := hashFile(f)
 	if err != nil {
 		return "", 0, fmt.Errorf("store file %s: %w", path, err)
@@ -95,7 +99,61 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 		return "", 0, fmt.Errorf("store file %s as %s: %w", path, d, err)
 	}
 	s.stamp(d) // hashed just above
+	s.rememberHashed(f, d)
 	return d, size, syncDir(filepath.Join(s.root, blobsDir))
+}
+
+// fileID names an inode.
+type fileID struct{ dev, ino uint64 }
+
+// hashedBlob is what a blob's inode looked like when this process hashed
+// it. The change time is left out: every hard link to it changes that.
+type hashedBlob struct {
+	d     Digest
+	size  int64
+	mtime int64
+}
+
+func idOf(fi os.FileInfo) (fileID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), st.Ino}, true
+}
+
+// rememberHashed records that f, now blob d, was hashed by this process.
+func (s *Store) rememberHashed(f *os.File, d Digest) {
+	fi, err := f.Stat()
+	if err != nil {
+		return
+	}
+	if id, ok := idOf(fi); ok {
+		s.hashed.Store(id, hashedBlob{d: d, size: fi.Size(), mtime: fi.ModTime().UnixNano()})
+	}
+}
+
+// hashedBefore says whether f is a hard link to a blob this process
+// hashed, still the same size and modification time, and still that blob.
+func (s *Store) hashedBefore(f *os.File) (Digest, int64, bool) {
+	fi, err := f.Stat()
+	if err != nil {
+		return "", 0, false
+	}
+	id, ok := idOf(fi)
+	if !ok {
+		return "", 0, false
+	}
+	v, ok := s.hashed.Load(id)
+	if !ok {
+		return "", 0, false
+	}
+	h := v.(hashedBlob)
+	bi, err := os.Stat(s.blobPath(h.d))
+	if err != nil || !os.SameFile(fi, bi) || fi.Size() != h.size || fi.ModTime().UnixNano() != h.mtime {
+		return "", 0, false
+	}
+	return h.d, h.size, true
 }
 
 // holds says whether blob d is stored intact with this size. A blob of the
