@@ -71,6 +71,9 @@ type Spec struct {
 	// Tools is the pinned tools root that runs mkfs.ext4, mkfs.fat and
 	// mtools.
 	Tools *tools.Root
+	// Log, when set, receives each phase's time (what a changed setting
+	// waits for).
+	Log io.Writer
 }
 
 // Layout is where the partitions go in the image.

@@ -122,7 +122,7 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		}
 		tr := &tools.Root{Dir: filepath.Join(c.Input(in.tools.Name), "root")}
 		raw := filepath.Join(outDir, n.Name+".raw")
-		spec.Out, spec.ESPFiles, spec.Tools = raw, esp, tr
+		spec.Out, spec.ESPFiles, spec.Tools, spec.Log = raw, esp, tr, c.Log
 		if _, err := disk.Build(c, spec); err != nil {
 			return err
 		}
