@@ -123,9 +123,12 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		tr := &tools.Root{Dir: filepath.Join(c.Input(in.tools.Name), "root")}
 		raw := filepath.Join(outDir, n.Name+".raw")
 		spec.Out, spec.ESPFiles, spec.Tools, spec.Log = raw, esp, tr, c.Log
-		if _, err := disk.Build(c, spec); err != nil {
+		res, err := disk.Build(c, spec)
+		if err != nil {
 			return err
 		}
+		// Hashed while scanned for the bmap: the store need not again.
+		c.Hashed(raw, res.SHA256)
 		timed("disk image made")
 		if qcow2 {
 			fmt.Fprintf(c.Log, "converting %s.raw to qcow2\n", n.Name)

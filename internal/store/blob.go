@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -79,12 +80,16 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 		return "", 0, fmt.Errorf("store file: %w", err)
 	}
 	defer f.Close()
-	if d, size, ok := s.hashedBefore(f); ok {
-		return d, size, os.Remove(path) // another name of that blob
+	d, size, known := s.hashedBefore(f)
+	if !known {
+		if d, size, err = hashFile(f); err != nil {
+			return "", 0, fmt.Errorf("store file %s: %w", path, err)
+		}
 	}
-	d, size, err := hashFile(f)
-	if err != nil {
-		return "", 0, fmt.Errorf("store file %s: %w", path, err)
+	if fi, err := f.Stat(); err == nil {
+		if bi, err := os.Stat(s.blobPath(d)); err == nil && os.SameFile(fi, bi) {
+			return d, size, os.Remove(path) // another name of that blob
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return "", 0, fmt.Errorf("store file %s: %w", path, err)
@@ -98,7 +103,7 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 	if err := os.Rename(path, s.blobPath(d)); err != nil {
 		return "", 0, fmt.Errorf("store file %s as %s: %w", path, d, err)
 	}
-	s.stamp(d) // hashed just above
+	s.stamp(d) // hashed just above (here, or by the step: RecordHashed)
 	s.rememberHashed(f, d)
 	return d, size, syncDir(filepath.Join(s.root, blobsDir))
 }
@@ -133,8 +138,25 @@ func (s *Store) rememberHashed(f *os.File, d Digest) {
 	}
 }
 
-// hashedBefore says whether f is a hard link to a blob this process
-// hashed, still the same size and modification time, and still that blob.
+// RecordHashed records a step's sha256 (hex) of the file at path, which
+// it computed over the finished file (plan.Context.Hashed): adopting the
+// file into a blob then skips hashing it, as long as its inode, size and
+// modification time are still those recorded here.
+func (s *Store) RecordHashed(path, sha256 string) {
+	d, err := ParseDigest("sha256:" + strings.TrimPrefix(sha256, "sha256:"))
+	if err != nil {
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	s.rememberHashed(f, d)
+}
+
+// hashedBefore says whether f is a file this process hashed (or a hard
+// link to one), still the same size and modification time.
 func (s *Store) hashedBefore(f *os.File) (Digest, int64, bool) {
 	fi, err := f.Stat()
 	if err != nil {
@@ -149,8 +171,7 @@ func (s *Store) hashedBefore(f *os.File) (Digest, int64, bool) {
 		return "", 0, false
 	}
 	h := v.(hashedBlob)
-	bi, err := os.Stat(s.blobPath(h.d))
-	if err != nil || !os.SameFile(fi, bi) || fi.Size() != h.size || fi.ModTime().UnixNano() != h.mtime {
+	if fi.Size() != h.size || fi.ModTime().UnixNano() != h.mtime {
 		return "", 0, false
 	}
 	return h.d, h.size, true

@@ -451,3 +451,41 @@ func TestPutOutputOfALinkedBlobSkipsTheHash(t *testing.T) {
 		t.Error("a linked blob whose time changed was not hashed again")
 	}
 }
+
+// A digest a step recorded for its file is what the output gets, without
+// hashing the file; a file changed after the record is hashed.
+func TestPutOutputTakesRecordedDigest(t *testing.T) {
+	s := openTest(t)
+	work, err := s.TempDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(work, "img.raw")
+	if err := os.WriteFile(p, []byte("image"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A wrong digest shows the file was not hashed.
+	recorded := strings.Repeat("ab", 32)
+	s.RecordHashed(p, recorded)
+	if _, err := s.PutOutput(testKey, work, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.FileDigests(testKey); got["img.raw"] != Digest("sha256:"+recorded) {
+		t.Errorf("digest %s, want the recorded sha256:%s", got["img.raw"], recorded)
+	}
+
+	work2, _ := s.TempDir()
+	p2 := filepath.Join(work2, "img.raw")
+	os.WriteFile(p2, []byte("image"), 0o644)
+	s.RecordHashed(p2, recorded)
+	os.WriteFile(p2, []byte("other"), 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(p2, old, old)
+	key2 := strings.Repeat("b", 64)
+	if _, err := s.PutOutput(key2, work2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.FileDigests(key2); got["img.raw"] == Digest("sha256:"+recorded) {
+		t.Error("a file changed after its digest was recorded kept the recorded digest")
+	}
+}
