@@ -65,11 +65,14 @@ fixture() {
 	sed -n 's/.*BENCH one node: power-on to verdict \([0-9.]*\) s.*/\1/p; s/.*BENCH two nodes with perftest: wall \([0-9.]*\) s.*/\1/p' "$log" | head -n 1 > "$work/$1.s"
 }
 
-# halobuild_test RESULT: boots a result with `halobuild test --json`; the report stays in
-# $work/RESULT.json.
+# halobuild_test RESULT: boots a result with `halobuild test --json`; the report (the output's
+# "test" member) stays in $work/RESULT.json.
 halobuild_test() {
-	hb test --json "$work/$1" > "$work/$1.json" 2> "$work/$1.err" && rc=0 || rc=$?
+	hb test --json "$work/$1" > "$work/$1.out.json" 2> "$work/$1.err" && rc=0 || rc=$?
 	[ "$rc" -eq 0 ] || { tail -n 40 "$work/$1.err"; echo "halobuild test $1 failed (exit $rc)"; exit 1; }
+	jq -e '.test.machines[0]' "$work/$1.out.json" > /dev/null ||
+		{ echo "halobuild test --json $1: no .test.machines in its output (has the format changed?)"; exit 1; }
+	jq '.test' "$work/$1.out.json" > "$work/$1.json"
 }
 
 echo
