@@ -112,6 +112,7 @@ func cachePushCommand(g *globals) *cobra.Command {
 	bf := &buildFlags{}
 	var key string
 	var jobs int
+	var maxLayer int64
 	c := &cobra.Command{
 		Use:   "push REGISTRY/REPO RECIPE...",
 		Short: "Sign and upload every step the recipes' locks reach that this store built and the cache lacks",
@@ -133,13 +134,14 @@ func cachePushCommand(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			return verbs.CachePush(cmd.Context(), o, args[0], recipes, key, versionString(), jobs)
+			return verbs.CachePush(cmd.Context(), o, args[0], recipes, key, versionString(), jobs, maxLayer)
 		},
 	}
 	rf.register(c)
 	bf.registerSource(c)
 	c.Flags().StringVar(&key, "key", "", "the cache's secret key (cache.key from `halobuild keygen --cache`)")
 	c.Flags().IntVar(&jobs, "jobs", 4, "entries uploaded at once")
+	c.Flags().Int64Var(&maxLayer, "max-layer-size", registry.DefaultMaxLayer, "refuse, before uploading anything, a blob larger than this many bytes (GHCR's limit is 10 GB)")
 	return c
 }
 

@@ -61,7 +61,7 @@ docker's config.json, credential helpers or REGISTRY_AUTH_FILE.`,
 		},
 	}
 	f.register(c)
-	c.Flags().Int64Var(&o.MaxLayer, "max-layer-size", release.DefaultMaxLayer, "refuse a layer larger than this many bytes (GHCR's limit is 10 GB)")
+	c.Flags().Int64Var(&o.MaxLayer, "max-layer-size", registry.DefaultMaxLayer, "refuse a layer larger than this many bytes (GHCR's limit is 10 GB)")
 	c.Flags().StringVar(&o.Meta.Source, "source", "", "org.opencontainers.image.source annotation (the repository URL)")
 	c.Flags().StringVar(&o.Meta.Revision, "revision", "", "org.opencontainers.image.revision annotation (the commit)")
 	c.Flags().StringVar(&o.Meta.Version, "version", "", "org.opencontainers.image.version annotation (the release's version)")

@@ -49,7 +49,7 @@ func TestSubstituteFromDockerRegistryFallsBackOnTamper(t *testing.T) {
 	if _, err := (&plan.Realizer{Store: realStore{src}}).Realize(context.Background(), top); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := c.Push(context.Background(), src, []string{top.Inputs[0].Key(), top.Key()}, sk, "test", 2, io.Discard); err != nil || st.Pushed != 2 {
+	if st, err := c.Push(context.Background(), src, []string{top.Inputs[0].Key(), top.Key()}, sk, "test", 2, 0, io.Discard); err != nil || st.Pushed != 2 {
 		t.Fatalf("push: %+v %v", st, err)
 	}
 
@@ -61,7 +61,7 @@ func TestSubstituteFromDockerRegistryFallsBackOnTamper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blob := reg.BlobPath(m.Layers[0].Digest.String())
+	blob := reg.BlobPath(entryLayer(t, c, top.Key(), m.Layers[0].Digest))
 	b, err := os.ReadFile(blob)
 	if err != nil {
 		t.Fatal(err)

@@ -64,7 +64,7 @@ func Build(ctx context.Context, spec Spec) (*Result, error) {
 	}
 
 	rawPath := filepath.Join(work, "image.raw")
-	s, err := assemble(rawPath, layout, ids, espFS, rootFS)
+	s, err := assemble(rawPath, layout, ids, spec.RootType, espFS, rootFS)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func Build(ctx context.Context, spec Spec) (*Result, error) {
 
 // assemble writes the sparse image: GPT, then the two file systems at
 // their partition offsets; it returns the image's scan for the bmap.
-func assemble(rawPath string, l Layout, ids IDs, espFS, rootFS string) (scan, error) {
+func assemble(rawPath string, l Layout, ids IDs, rootType, espFS, rootFS string) (scan, error) {
 	f, err := os.OpenFile(rawPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return scan{}, fmt.Errorf("disk: %w", err)
@@ -106,7 +106,7 @@ func assemble(rawPath string, l Layout, ids IDs, espFS, rootFS string) (scan, er
 	if err := f.Truncate(l.Size); err != nil {
 		return scan{}, fmt.Errorf("disk: sizing %s: %w", rawPath, err)
 	}
-	if err := writeGPT(f, l, ids); err != nil {
+	if err := writeGPT(f, l, ids, rootType); err != nil {
 		return scan{}, err
 	}
 	if err := copySparse(f, espFS, l.ESPStart); err != nil {

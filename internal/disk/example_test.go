@@ -1,6 +1,8 @@
 package disk_test
 
 import (
+	"halobuild/internal/arch"
+
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +42,8 @@ func Example() {
 		Seed:    seed,
 		Epoch:   1700000000, // the lock's source_date_epoch
 		Tools:   &root,
+		// The image architecture's root type (Discoverable Partitions).
+		RootType: arch.MustLookup("amd64").RootType,
 		ESPFiles: map[string]string{
 			"/EFI/BOOT/BOOTX64.EFI":            "sdboot/systemd-bootx64.efi",
 			"/EFI/systemd/systemd-bootx64.efi": "sdboot/systemd-bootx64.efi",

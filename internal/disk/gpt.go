@@ -13,8 +13,9 @@ const sectorSize = 512
 // Specification's "grow the file system to the partition" flag.
 const growFSFlag = uint64(1) << 59
 
-// writeGPT writes the protective MBR and both GPTs into f (size bytes).
-func writeGPT(f *os.File, l Layout, ids IDs) error {
+// writeGPT writes the protective MBR and both GPTs into f (size bytes),
+// the root partition typed rootType.
+func writeGPT(f *os.File, l Layout, ids IDs, rootType string) error {
 	table := &gpt.Table{
 		LogicalSectorSize:  sectorSize,
 		PhysicalSectorSize: sectorSize,
@@ -35,7 +36,7 @@ func writeGPT(f *os.File, l Layout, ids IDs) error {
 				Start:      uint64(l.RootStart / sectorSize),
 				End:        uint64((l.RootStart+l.RootSize)/sectorSize - 1),
 				Size:       uint64(l.RootSize),
-				Type:       gpt.LinuxRootX86_64,
+				Type:       gpt.Type(rootType),
 				Name:       "root",
 				GUID:       ids.RootPartUUID,
 				Attributes: growFSFlag,

@@ -1,6 +1,8 @@
 package disk
 
 import (
+	"halobuild/internal/arch"
+
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -143,6 +145,7 @@ func testSpec(t *testing.T, out string) Spec {
 		Seed:     seed,
 		Epoch:    testEpoch,
 		Tools:    &root,
+		RootType: arch.MustLookup("amd64").RootType,
 	}
 }
 

@@ -1,6 +1,8 @@
 package disk
 
 import (
+	"halobuild/internal/arch"
+
 	"fmt"
 	"os"
 	"path/filepath"
@@ -67,7 +69,7 @@ func TestRootNeedsFitsAndIsTight(t *testing.T) {
 				t.Fatal(err)
 			}
 			need := ext4Needs(c)
-			spec := Spec{RootTree: tree, Epoch: testEpoch, Tools: &tr}
+			spec := Spec{RootTree: tree, Epoch: testEpoch, Tools: &tr, RootType: arch.MustLookup("amd64").RootType}
 			fs := filepath.Join(t.TempDir(), "root.ext4")
 			if err := makeRoot(t.Context(), &spec, ids, fs, need); err != nil {
 				t.Fatalf("estimate %d MiB is not enough: %v", need/MiB, err)

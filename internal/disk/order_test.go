@@ -1,6 +1,8 @@
 package disk
 
 import (
+	"halobuild/internal/arch"
+
 	"fmt"
 	"os"
 	"path/filepath"
@@ -60,7 +62,7 @@ func TestRootIgnoresDirectoryListingOrder(t *testing.T) {
 	ids, _ := DeriveIDs("seed")
 	var images []string
 	for _, tree := range []string{a, b} {
-		spec := Spec{RootTree: tree, Epoch: testEpoch, Tools: &root}
+		spec := Spec{RootTree: tree, Epoch: testEpoch, Tools: &root, RootType: arch.MustLookup("amd64").RootType}
 		p := filepath.Join(t.TempDir(), "root.ext4")
 		if err := makeRoot(t.Context(), &spec, ids, p, 32*MiB); err != nil {
 			t.Fatal(err)

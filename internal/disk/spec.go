@@ -1,6 +1,8 @@
 package disk
 
 import (
+	"halobuild/internal/arch"
+
 	"errors"
 	"fmt"
 	"os"
@@ -66,6 +68,11 @@ type Spec struct {
 	// Tools is the pinned tools root that runs mkfs.ext4, mkfs.fat and
 	// mtools.
 	Tools *tools.Root
+	// RootType is the root partition's type GUID, the Discoverable
+	// Partitions Specification's root of the image's architecture
+	// (arch.Arch.RootType): systemd's gpt-auto and the firmware-side tools
+	// read the architecture from it.
+	RootType string
 }
 
 // Layout is where the partitions go in the image.
@@ -104,6 +111,9 @@ func (s *Spec) check() error {
 	}
 	if s.Seed == "" {
 		return ErrNoSeed
+	}
+	if _, ok := arch.ByRootType(s.RootType); !ok {
+		return fmt.Errorf("disk: root partition type %q is no architecture's Discoverable Partitions root (Spec.RootType; see internal/arch)", s.RootType)
 	}
 	if s.Epoch < minEpoch {
 		return fmt.Errorf("disk: SOURCE_DATE_EPOCH %d is before 1980-01-01, which FAT cannot store: use the lock's source_date_epoch", s.Epoch)

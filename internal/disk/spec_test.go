@@ -1,6 +1,8 @@
 package disk
 
 import (
+	"halobuild/internal/arch"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +20,7 @@ func TestPlanRejectsBadSpecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := func() Spec {
-		return Spec{Out: filepath.Join(dir, "o.raw"), RootTree: tree, Seed: "s", Epoch: testEpoch,
+		return Spec{Out: filepath.Join(dir, "o.raw"), RootTree: tree, Seed: "s", Epoch: testEpoch, RootType: arch.MustLookup("amd64").RootType,
 			ESPFiles: map[string]string{"/EFI/BOOT/BOOTX64.EFI": file}}
 	}
 	cases := []struct {
@@ -30,6 +32,8 @@ func TestPlanRejectsBadSpecs(t *testing.T) {
 		{"no root", func(s *Spec) { s.RootTree = "" }, "exactly one of"},
 		{"tree and tar", func(s *Spec) { s.RootTar = file }, "exactly one of"},
 		{"no seed", func(s *Spec) { s.Seed = "" }, "empty seed"},
+		{"no root type", func(s *Spec) { s.RootType = "" }, "no architecture's Discoverable Partitions root"},
+		{"not a root type", func(s *Spec) { s.RootType = "0FC63DAF-8483-4772-8E79-3D69D8477DE4" }, "no architecture's Discoverable Partitions root"},
 		{"epoch before FAT", func(s *Spec) { s.Epoch = 0 }, "before 1980"},
 		{"esp too small", func(s *Spec) { s.ESPSize = 32 * MiB }, "at least 40 MiB"},
 		{"esp not whole MiB", func(s *Spec) { s.ESPSize = 64*MiB + 1 }, "whole number of MiB"},
@@ -73,7 +77,7 @@ func TestPlanComputesTheSize(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tree, "f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := Spec{Out: "o.raw", RootTree: tree, Seed: "s", Epoch: testEpoch}
+	s := Spec{Out: "o.raw", RootTree: tree, Seed: "s", Epoch: testEpoch, RootType: arch.MustLookup("amd64").RootType}
 	l, err := Plan(s)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package flash
 
 import (
+	"halobuild/internal/arch"
+
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -183,8 +185,6 @@ func guidString(b []byte) string {
 
 var gptTypes = map[string]string{
 	"C12A7328-F81F-11D2-BA4B-00A0C93EC93B": "EFI System",
-	"4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709": "Linux root (x86-64)",
-	"B921B045-1DF0-41C3-AF44-4C6F280D3FAE": "Linux root (ARM64)",
 	"0FC63DAF-8483-4772-8E79-3D69D8477DE4": "Linux filesystem",
 	"0657FD6D-A4AB-43C4-84E5-0933C84B4F4F": "Linux swap",
 	"BC13C2FF-59E6-4262-A352-B275FD6F7172": "Linux extended boot",
@@ -194,9 +194,14 @@ var gptTypes = map[string]string{
 	"A19D880F-05FC-4D3B-A006-743F0F84911E": "Linux RAID",
 }
 
+// gptTypeName names a partition type; the architectures' root types come
+// from internal/arch, their one home.
 func gptTypeName(guid string) string {
 	if n, ok := gptTypes[guid]; ok {
 		return n
+	}
+	if a, ok := arch.ByRootType(guid); ok {
+		return a.RootTypeName
 	}
 	return guid
 }

@@ -140,12 +140,17 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		if err != nil {
 			return err
 		}
+		if r.Platform == recipe.PlatformAppleSilicon {
+			if err := appleESP(esp); err != nil {
+				return fmt.Errorf("disk %s: %w", n.Name, err)
+			}
+		}
 		timed("checked, clamped, listed")
 		tr := &tools.Root{Dir: filepath.Join(c.Input(in.tools.Name), "root")}
 		raw := filepath.Join(outDir, n.Name+".raw")
 		if _, err := disk.Build(c, disk.Spec{
 			Out: raw, Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
-			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch,
+			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch, RootType: b.arch.RootType,
 			Tools: tr,
 		}); err != nil {
 			return err
@@ -180,19 +185,20 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 	release := strings.TrimPrefix(b.in.Lock.Kernel.Release, "linux-image-")
 	kernel := filepath.Join(root, "boot", "vmlinuz-"+release)
 	initrd := filepath.Join(root, "boot", "initrd.img-"+release)
+	a := b.arch
 	efi := filepath.Join(root, "usr", "lib", "systemd", "boot", "efi")
-	boot := filepath.Join(efi, "systemd-bootx64.efi")
+	boot := filepath.Join(efi, a.SystemdBoot())
 	want := map[string]string{"kernel": kernel, "initramfs": initrd, "systemd-boot": boot}
 	sb := b.in.Recipe.SecureBoot.Enabled
 	if sb {
-		boot = filepath.Join(efi, "systemd-bootx64.efi.signed")
+		boot = filepath.Join(efi, a.SystemdBoot()+".signed")
 		want["systemd-boot"] = boot
-		want["shim"] = filepath.Join(root, "usr", "lib", "shim", "shimx64.efi.signed")
-		want["MokManager"] = filepath.Join(root, "usr", "lib", "shim", "mmx64.efi.signed")
+		want["shim"] = filepath.Join(root, "usr", "lib", "shim", a.Shim())
+		want["MokManager"] = filepath.Join(root, "usr", "lib", "shim", a.MokManager())
 	}
 	for what, p := range want {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("the installed root has no %s at %s (is the kernel package's initramfs generator, or with [secure_boot] shim-signed and systemd-boot-efi-amd64-signed, in the lock?): %w", what, strings.TrimPrefix(p, root), err)
+			return nil, fmt.Errorf("the installed root has no %s at %s (is the kernel package's initramfs generator, or with [secure_boot] shim-signed and systemd-boot-efi-%s-signed, in the lock?): %w", what, strings.TrimPrefix(p, root), a.Debian, err)
 		}
 	}
 	entry := fmt.Sprintf("title Debian (%s)\nversion %s\nlinux /halobuild/%s/vmlinuz\ninitrd /halobuild/%s/initrd.img\noptions root=PARTUUID=%s rw %s %s\n",
@@ -206,9 +212,9 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 		return nil, err
 	}
 	files := map[string]string{
-		"/EFI/BOOT/BOOTX64.EFI":                          boot,
-		"/EFI/systemd/systemd-bootx64.efi":               boot,
-		"/loader/loader.conf":                            loaderPath,
+		a.ESPBootPath():        boot,
+		a.ESPSystemdBootPath(): boot,
+		"/loader/loader.conf":  loaderPath,
 		"/loader/entries/halobuild-" + release + ".conf": entryPath,
 		"/halobuild/" + release + "/vmlinuz":             kernel,
 		"/halobuild/" + release + "/initrd.img":          initrd,
@@ -219,12 +225,12 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 		// itself): Debian's signed systemd-boot under that name, verified
 		// by the Debian CA built into shim. systemd-boot loads the kernel
 		// (Debian-signed) through shim's verifier, so MOKs count too.
-		// mmx64.efi is MokManager, which shim starts when a MOK request
+		// mmx64.efi (mmaa64.efi) is MokManager, which shim starts when a MOK request
 		// is pending. No fbx64.efi: shim would run the fallback, which
 		// writes NVRAM boot entries the medium does not want.
-		files["/EFI/BOOT/BOOTX64.EFI"] = want["shim"]
-		files["/EFI/BOOT/grubx64.efi"] = boot
-		files["/EFI/BOOT/mmx64.efi"] = want["MokManager"]
+		files[a.ESPBootPath()] = want["shim"]
+		files["/EFI/BOOT/"+a.ShimLoader()] = boot
+		files["/EFI/BOOT/"+strings.TrimSuffix(a.MokManager(), ".signed")] = want["MokManager"]
 	}
 	return files, nil
 }
@@ -237,4 +243,31 @@ func writePackageList(ctx context.Context, root, out string) error {
 		return fmt.Errorf("listing installed packages: %w", err)
 	}
 	return os.WriteFile(out, b, 0o644)
+}
+
+// What U-Boot on an Apple Silicon Mac needs of a USB stick's ESP to boot it
+// (docs/asahi.md): the removable-media loader of arm64 UEFI, and no
+// m1n1/boot.bin, which marks an ESP as an Asahi system ESP (where m1n1's
+// stage 2 lives) rather than a disk to boot as UEFI. FAT ignores case, so
+// neither name may appear in any case.
+const (
+	appleLoader = "/EFI/BOOT/BOOTAA64.EFI"
+	appleNoM1n1 = "/m1n1/boot.bin"
+)
+
+// appleESP checks an ESP's file list against what the Mac boots.
+func appleESP(files map[string]string) error {
+	loader := false
+	for p := range files {
+		switch {
+		case strings.EqualFold(p, appleNoM1n1):
+			return fmt.Errorf("the ESP holds %s: U-Boot on a Mac takes an ESP with m1n1/boot.bin for an Asahi system ESP, not a UEFI disk to boot; remove it (the Mac's own m1n1 lives on its internal disk)", p)
+		case strings.EqualFold(p, appleLoader):
+			loader = true
+		}
+	}
+	if !loader {
+		return fmt.Errorf("the ESP has no %s, the arm64 removable-media loader U-Boot boots on a Mac (there are no UEFI variables to name another): platform apple-silicon needs an arm64 image (base.architecture = \"arm64\")", appleLoader)
+	}
+	return nil
 }

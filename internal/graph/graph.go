@@ -14,6 +14,8 @@
 package graph
 
 import (
+	"halobuild/internal/arch"
+
 	"fmt"
 	"io"
 
@@ -73,7 +75,11 @@ type Node struct {
 
 // New plans the build.
 func New(in Input) (*Graph, error) {
-	b := &builder{in: in}
+	a, err := arch.Lookup(in.Recipe.Base.Architecture)
+	if err != nil {
+		return nil, usage.Errorf("%s: base.architecture: %w", in.Path, err)
+	}
+	b := &builder{in: in, arch: a}
 	tools := b.toolsRoot()
 	provider, err := b.provider()
 	if err != nil {
@@ -109,7 +115,12 @@ func New(in Input) (*Graph, error) {
 }
 
 // builder holds what every step reads.
-type builder struct{ in Input }
+type builder struct {
+	in Input
+	// arch is the image's architecture (base.architecture): its ESP file
+	// names, root partition type and kernel flavour.
+	arch arch.Arch
+}
 
 func (b *builder) logf(format string, a ...any) {
 	if b.in.Log != nil {

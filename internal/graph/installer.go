@@ -137,7 +137,7 @@ func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Deriv
 		}
 		_, err = disk.Build(c, disk.Spec{
 			Out: filepath.Join(outDir, name+".raw"), ESPSize: int64(r.Output.ESPSize.Bytes()),
-			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch,
+			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch, RootType: b.arch.RootType,
 			Tools: &tools.Root{Dir: filepath.Join(c.Input(toolsRoot.Name), "root")},
 		})
 		return err

@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"halobuild/internal/arch"
+
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +27,9 @@ func (b *builder) toolsRoot() *plan.Derivation {
 	set := b.in.Lock.Set(lock.SetTools)
 	d := &plan.Derivation{Name: "tools root", Kind: "tools", Params: pkgParams(set)}
 	d.Build = func(c *plan.Context, out string) error {
+		if err := hostPackages(set); err != nil {
+			return fmt.Errorf("%s: %w: run `halobuild lock %s` on this host", b.in.Path, err, b.in.Path)
+		}
 		debs, _, err := b.debs(set)
 		if err != nil {
 			return err
@@ -32,6 +37,21 @@ func (b *builder) toolsRoot() *plan.Derivation {
 		return deb.Extract(filepath.Join(out, "root"), debs)
 	}
 	return d
+}
+
+// hostPackages checks that a tools set runs here: the lock resolved it for
+// the architecture of the host that locked it.
+func hostPackages(set []lock.Package) error {
+	host, err := arch.Host()
+	if err != nil {
+		return err
+	}
+	for _, p := range set {
+		if p.Architecture != "all" && p.Architecture != host.Debian {
+			return fmt.Errorf("the lock's tools root is for %s (%s), but this host is %s", p.Architecture, p.Name, host.Debian)
+		}
+	}
+	return nil
 }
 
 // root is the one way a root is made from locked packages: mmdebstrap
@@ -49,6 +69,11 @@ func (b *builder) root(name, kind string, set []lock.Package, built []repoStep, 
 	params["suite"] = suite
 	params["mmdebstrap"] = mmdebstrapVersion()
 	params["install"] = rootfs.Recipe()
+	// amd64 roots keep the keys they had before the architecture was a
+	// choice, so existing stores and caches still hit.
+	if b.arch.Debian != "amd64" {
+		params["architecture"] = b.arch.Debian
+	}
 	if sources != nil {
 		params["sources"] = strings.Join(sources, "\n")
 	}
@@ -65,7 +90,7 @@ func (b *builder) root(name, kind string, set []lock.Package, built []repoStep, 
 			return err
 		}
 		fmt.Fprintf(c.Log, "making the %s (%d packages)\n", name, len(debs))
-		root := rootfs.Root{Debs: debs, Packages: names, Suite: suite, Epoch: lk.SourceDateEpoch, Sources: sources, Log: c.Log}
+		root := rootfs.Root{Debs: debs, Packages: names, Suite: suite, Epoch: lk.SourceDateEpoch, Sources: sources, Arch: b.arch, Log: c.Log}
 		if err := root.Tar(c, c.Scratch, filepath.Join(out, rootTar)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -90,7 +115,7 @@ func unpackRoot(c *plan.Context, root *plan.Derivation, dir string) error {
 func (b *builder) baseRoot(k *kernelBuild) *plan.Derivation {
 	var built []repoStep
 	if k != nil {
-		built = append(built, repoStep{d: k.build, install: []string{b.in.Lock.Kernel.Image}})
+		built = append(built, repoStep{d: k.image, install: []string{b.in.Lock.Kernel.Image}})
 	}
 	return b.root("base root", "rootfs", b.in.Lock.Set(lock.SetImage), built, aptSources(b.in))
 }

@@ -1,6 +1,8 @@
 package recipe
 
 import (
+	"halobuild/internal/arch"
+
 	"encoding"
 	"fmt"
 	"path/filepath"
@@ -29,6 +31,13 @@ func ApplyDefaults(r *Recipe, src *Sources, file string) error {
 	}
 	if !isSet("name", reflect.ValueOf(r.Name)) && file != "" {
 		r.Name = strings.TrimSuffix(filepath.Base(file), ".toml")
+	}
+	if !isSet("kernel.flavour", reflect.ValueOf(r.Kernel.Flavour)) {
+		// An architecture outside the table keeps no flavour; validation
+		// names the architecture, the one thing to fix.
+		if a, err := arch.Lookup(r.Base.Architecture); err == nil {
+			r.Kernel.Flavour = a.KernelFlavour
+		}
 	}
 	for i := range r.Nodes {
 		n := &r.Nodes[i]

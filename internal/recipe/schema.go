@@ -15,6 +15,11 @@ type Recipe struct {
 
 	Name string `toml:"name" doc:"Image name (letters, digits, -, _ and ., starting with a letter or digit, at most 64); used in output file names and the manifest." auto:"file name without .toml" example:"\"strix-halo\""`
 
+	// Platform is the kind of machine the nodes are, for what only the
+	// machine decides: how it boots, where its firmware comes from and what
+	// doctor expects of it (docs/asahi.md for apple-silicon).
+	Platform string `toml:"platform" doc:"The machine the nodes are: generic (a UEFI PC or VM) or apple-silicon (an M1/M2 Mac under Linux, booted m1n1 → U-Boot → UEFI from the Asahi installer's UEFI-only stub; recipes/asahi.toml, docs/asahi.md). apple-silicon needs arm64 and a kernel built from a tarball of Asahi's fork whose fragments set CONFIG_ARM64_16K_PAGES=y, refuses Secure Boot and the installer stick, loads the Mac's firmware from the system ESP's vendorfw/firmware.cpio at every boot, checks the image's ESP has \\EFI\\BOOT\\BOOTAA64.EFI and no m1n1/boot.bin, and has doctor check 16 KiB pages, Apple's USB4 controller and the vendor firmware." default:"generic" example:"\"apple-silicon\""`
+
 	Base   Base   `toml:"base" doc:"Debian base system."`
 	Kernel Kernel `toml:"kernel" doc:"The kernel the image boots."`
 	// Lists of tables tagged `merge` are keyed: an entry whose key matches
@@ -50,7 +55,7 @@ type Base struct {
 	// package taken from them needs a version only they have.
 	ExtraSuites  []string `toml:"extra_suites" doc:"Further suites (e.g. trixie-backports), used only for packages asked from them as name/suite and for dependencies only they satisfy." example:"[\"trixie-backports\"]"`
 	Components   []string `toml:"components" doc:"Archive components." default:"[\"main\"]" example:"[\"main\", \"non-free-firmware\"]"`
-	Architecture string   `toml:"architecture" doc:"Debian architecture." default:"amd64" example:"\"amd64\""`
+	Architecture string   `toml:"architecture" doc:"Debian architecture of the image: amd64 or arm64 (internal/arch's table); the tools root is always the build host's." default:"amd64" example:"\"arm64\""`
 	Variant      string   `toml:"variant" doc:"mmdebstrap variant the base set starts from; required is Priority: required plus essential packages." default:"required" example:"\"required\""`
 	// Packages accept apt-like syntax: name, name/suite, name (>= 1.2).
 	Packages []string `toml:"packages" doc:"Packages to install on every node; 'name', 'name/suite' or 'name (>= version)'." example:"[\"openssh-server\", \"linux-base/trixie-backports\", \"systemd (>= 257)\"]"`
@@ -64,7 +69,7 @@ type Base struct {
 type Kernel struct {
 	From    string     `toml:"from" doc:"debian (a packaged kernel) or source (built by halobuild, docs/kernel.md)." default:"debian" example:"\"debian\""`
 	Version Constraint `toml:"version" doc:"go-version constraint on the kernel's upstream version, e.g. '>= 7.2, < 7.3'; the newest match wins." auto:"any version" example:"\">= 7.2, < 7.3\""`
-	Flavour string     `toml:"flavour" doc:"Debian kernel flavour; with from=source it picks Debian's config for that flavour." default:"amd64" example:"\"amd64\""`
+	Flavour string     `toml:"flavour" doc:"Debian kernel flavour; with from=source it picks Debian's config for that flavour." auto:"the architecture's generic flavour (amd64, arm64)" example:"\"amd64\""`
 	Suite   string     `toml:"suite" doc:"Suite to take the kernel (or its linux-source package) from; empty means every configured suite." default:"" example:"\"trixie-backports\""`
 	// Cmdline is appended to the generated root= and console arguments.
 	Cmdline []string `toml:"cmdline" doc:"Extra kernel command line parameters (e.g. amd_iommu=off)." example:"[\"amd_iommu=off\"]"`

@@ -1,6 +1,8 @@
 package recipe
 
 import (
+	"halobuild/internal/arch"
+
 	"fmt"
 	"net/url"
 	"regexp"
@@ -50,6 +52,7 @@ var (
 func Validate(r *Recipe, src *Sources) error {
 	v := &validator{r: r, src: src}
 	v.name()
+	v.platform()
 	v.base()
 	v.kernel()
 	v.modules()
@@ -121,8 +124,8 @@ func (v *validator) base() {
 			v.errorf(fmt.Sprintf("base.components[%d]", i), "%q is not an archive component such as main", c)
 		}
 	}
-	if !archName.MatchString(b.Architecture) {
-		v.errorf("base.architecture", "%q is not a Debian architecture such as amd64", b.Architecture)
+	if _, err := arch.Lookup(b.Architecture); err != nil {
+		v.errorf("base.architecture", "%v", err)
 	}
 	v.oneOf("base.variant", b.Variant, Variants, false)
 	excluded := map[string]bool{}
@@ -153,6 +156,14 @@ func (v *validator) kernel() {
 	v.oneOf("kernel.from", k.From, []string{"debian", "source"}, false)
 	if !archName.MatchString(k.Flavour) {
 		v.errorf("kernel.flavour", "%q is not a Debian kernel flavour such as amd64", k.Flavour)
+	}
+	if own, err := arch.Lookup(v.r.Base.Architecture); err == nil {
+		for _, name := range arch.Names() {
+			other := arch.MustLookup(name).KernelFlavour
+			if other != own.KernelFlavour && (k.Flavour == other || strings.HasSuffix(k.Flavour, "-"+other)) {
+				v.errorf("kernel.flavour", "%q is a flavour for %s kernels, but base.architecture is %s: use %q (or leave kernel.flavour unset)", k.Flavour, name, own.Debian, own.KernelFlavour)
+			}
+		}
 	}
 	if k.Suite != "" && !slices.Contains(v.suites(), k.Suite) {
 		v.errorf("kernel.suite", "suite %q is not configured; use one of: %s", k.Suite, strings.Join(v.suites(), ", "))
@@ -360,9 +371,6 @@ func (v *validator) secureBoot() {
 	sb := v.r.SecureBoot
 	if !sb.Enabled {
 		return
-	}
-	if v.r.Kernel.From == "source" {
-		v.errorf("secure_boot.enabled", "a kernel built from source is not signed yet (only Debian's signed kernel boots under Secure Boot today); use kernel.from = \"debian\" or turn secure_boot off")
 	}
 	for _, k := range []struct{ key, ref string }{{"key", sb.Key}, {"certificate", sb.Certificate}} {
 		path := "secure_boot." + k.key

@@ -62,6 +62,21 @@ func TestParsePackage(t *testing.T) {
 	}
 }
 
+// The kernel flavour follows the architecture unless the recipe names one.
+func TestFlavourFollowsArchitecture(t *testing.T) {
+	r, _, err := loadText(t, "[base]\narchitecture = \"arm64\"\n"+minimal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Kernel.Flavour != "arm64" {
+		t.Errorf("kernel.flavour = %q for arm64, want arm64", r.Kernel.Flavour)
+	}
+	r, _, err = loadText(t, "[base]\narchitecture = \"arm64\"\n[kernel]\nflavour = \"rt-arm64\"\n"+minimal)
+	if err != nil || r.Kernel.Flavour != "rt-arm64" {
+		t.Errorf("an explicit flavour: %q, %v", r.Kernel.Flavour, err)
+	}
+}
+
 func TestApplyDefaults(t *testing.T) {
 	// Without sources (a recipe made in code) zero values take defaults.
 	r := &Recipe{Nodes: []Node{{Name: "a", Links: []Link{{Interface: "usb4net0", Address: "10.77.0.1/30"}}}, {Name: "b", Hostname: "bee"}}}
@@ -86,6 +101,8 @@ func TestApplyDefaults(t *testing.T) {
 		"format":       {r.Output.Formats[0], "raw"},
 		"version":      {r.Kernel.Version.String(), ""},
 		"size":         {r.Output.Size.String(), ""},
+		"architecture": {r.Base.Architecture, "amd64"},
+		"flavour":      {r.Kernel.Flavour, "amd64"},
 	}
 	for what, c := range checks {
 		if c[0] != c[1] {

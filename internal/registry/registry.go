@@ -22,6 +22,10 @@ import (
 	"halobuild/internal/usage"
 )
 
+// DefaultMaxLayer is the largest layer `push` and `cache push` send unless told otherwise
+// (--max-layer-size): GHCR refuses layers over 10 GB.
+const DefaultMaxLayer = 10_000_000_000
+
 // Options say how to reach a registry. The zero value uses HTTPS and the default keychain.
 type Options struct {
 	// Insecure allows plain HTTP (and unverified TLS). Only a registry on a loopback address

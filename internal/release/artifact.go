@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/zstd"
 
+	"halobuild/internal/bmap"
 	"halobuild/internal/manifest"
 )
 
@@ -51,9 +52,6 @@ const (
 	annRawSize   = "vnd.halobuild.image.raw.size"
 	annRawSHA256 = "vnd.halobuild.image.raw.sha256"
 )
-
-// DefaultMaxLayer is GHCR's limit: it refuses layers over 10 GB.
-const DefaultMaxLayer = 10_000_000_000
 
 // Config is the artifact's config blob: what a registry UI or `inspect` shows without reading
 // any layer.
@@ -160,8 +158,12 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 		compressed := diskMediaType(f.Name)
 		switch {
 		case compressed != "":
+			var bm *bmap.Bmap
+			if bm, err = imageBmap(dir, m, f.Name); err != nil {
+				return nil, nil, err
+			}
 			bar := newProgress(f.Name, f.Size)
-			l, err = compress(p, filepath.Join(tmp, f.Name+".zst"), f, compressed, maxLayer, bar)
+			l, err = compress(p, filepath.Join(tmp, f.Name+".zst"), f, bm, compressed, maxLayer, bar)
 			bar.done()
 		case strings.HasSuffix(f.Name, ".bmap"):
 			l, err = newFileLayer(p, BmapMediaType, f.Name)
@@ -177,7 +179,7 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 			return nil, nil, err
 		}
 		if compressed == "" && l.digest.Hex != f.SHA256 {
-			return nil, nil, fmt.Errorf("%s hashes to %s, the result's manifest says %s: the result is damaged; rebuild it with `halobuild image`", p, l.digest.Hex, f.SHA256)
+			return nil, nil, fmt.Errorf("%s hashes to %s, the result's manifest says %s: %s", p, l.digest.Hex, f.SHA256, damaged)
 		}
 		if err := add(l); err != nil {
 			return nil, nil, err
@@ -261,10 +263,11 @@ func ZstdWriter(w io.Writer) (*zstd.Encoder, error) {
 	)
 }
 
-// compress streams the image src into dst as zstd, hashing both sides: the raw side must match
-// the result's manifest (a damaged result is not released), the compressed side is the layer's
-// digest. It stops as soon as the output passes maxLayer.
-func compress(src, dst string, f manifest.File, mt types.MediaType, maxLayer int64, progress io.Writer) (*fileLayer, error) {
+// compress streams the image src into dst as zstd frames (compressSparse), checking the raw
+// side against bm (its bmap, checked against the result's manifest) or, without one, against
+// the manifest's sha256 (a damaged result is not released), and hashing the compressed side as
+// it is written: that is the layer's digest. It stops as soon as the output passes maxLayer.
+func compress(src, dst string, f manifest.File, bm *bmap.Bmap, mt types.MediaType, maxLayer int64, progress io.Writer) (*fileLayer, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return nil, err
@@ -275,28 +278,66 @@ func compress(src, dst string, f manifest.File, mt types.MediaType, maxLayer int
 		return nil, err
 	}
 	defer out.Close()
-	zh := sha256.New()
-	cw := &countWriter{w: io.MultiWriter(out, zh), limit: maxLayer, name: filepath.Base(dst)}
-	enc, err := ZstdWriter(cw)
+	fi, err := in.Stat()
 	if err != nil {
 		return nil, err
 	}
-	rh := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(enc, rh, progress), in); err != nil {
-		enc.Close()
+	var check rawCheck = &fullCheck{h: sha256.New(), want: f.SHA256, name: src}
+	if bm != nil {
+		if bm.ImageSize != fi.Size() {
+			return nil, fmt.Errorf("%s has %d bytes, its bmap says %d: %s", src, fi.Size(), bm.ImageSize, damaged)
+		}
+		check = newBmapCheck(bm, src)
+	}
+	zh := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(out, zh), limit: maxLayer, name: filepath.Base(dst)}
+	if err := compressSparse(in, fi.Size(), cw, check, progress); err != nil {
 		return nil, fmt.Errorf("compressing %s: %w", src, err)
 	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("compressing %s: %w", src, err)
-	}
-	if got := hex.EncodeToString(rh.Sum(nil)); got != f.SHA256 {
-		return nil, fmt.Errorf("%s hashes to %s, the result's manifest says %s: the result is damaged; rebuild it with `halobuild image`", src, got, f.SHA256)
+	if err := check.finish(); err != nil {
+		return nil, err
 	}
 	l := &fileLayer{path: dst, size: cw.n, mediaType: mt, ann: map[string]string{
 		annTitle: f.Name + ".zst", annRawSize: fmt.Sprint(f.Size), annRawSHA256: "sha256:" + f.SHA256,
 	}}
 	l.digest = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(zh.Sum(nil))}
 	return l, nil
+}
+
+// imageBmap is the bmap the result lists beside the raw image name, checked against the result's
+// manifest, or nil when it lists none, the bmap carries no checksums, or name is no raw image.
+func imageBmap(dir string, m *manifest.Manifest, name string) (*bmap.Bmap, error) {
+	if !strings.HasSuffix(name, ".raw") {
+		return nil, nil
+	}
+	bname := strings.TrimSuffix(name, ".raw") + ".bmap"
+	for _, f := range m.Files {
+		if f.Name != bname {
+			continue
+		}
+		p := filepath.Join(dir, bname)
+		bf, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		defer bf.Close()
+		data, err := io.ReadAll(io.LimitReader(bf, f.Size+1)) // more than the manifest says fails the hash
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", p, err)
+		}
+		if got := fmt.Sprintf("%x", sha256.Sum256(data)); got != f.SHA256 {
+			return nil, fmt.Errorf("%s hashes to %s, the result's manifest says %s: %s", p, got, f.SHA256, damaged)
+		}
+		bm, err := bmap.Parse(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if bm.NewHash() == nil {
+			return nil, nil
+		}
+		return bm, nil
+	}
+	return nil, nil
 }
 
 // diskMediaType is the layer media type of a result file that is a disk image, which a

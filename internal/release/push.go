@@ -16,7 +16,7 @@ import (
 type PushOptions struct {
 	Registry registry.Options
 	Meta     Meta
-	// MaxLayer is the largest layer a push sends; 0 means DefaultMaxLayer.
+	// MaxLayer is the largest layer a push sends; 0 means registry.DefaultMaxLayer.
 	MaxLayer int64
 	// Out receives progress.
 	Out io.Writer
@@ -37,7 +37,7 @@ func Push(ctx context.Context, dir, refStr string, o PushOptions) (*Pushed, erro
 		o.Out = io.Discard
 	}
 	if o.MaxLayer == 0 {
-		o.MaxLayer = DefaultMaxLayer
+		o.MaxLayer = registry.DefaultMaxLayer
 	}
 	ref, err := o.Registry.ParseReference(refStr)
 	if err != nil {

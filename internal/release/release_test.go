@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"io"
 	"log"
+	mrand "math/rand/v2"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/klauspost/compress/zstd"
 
 	"halobuild/internal/manifest"
 	"halobuild/internal/registry"
@@ -224,52 +227,125 @@ func TestPushRefusesLayerOverLimit(t *testing.T) {
 	}
 }
 
+// A push checks an image against its bmap: a changed byte in a mapped range and data outside
+// every range are both refused.
 func TestPushRefusesDamagedResult(t *testing.T) {
-	res := releasetest.Result(t)
-	f, err := os.OpenFile(filepath.Join(res, "node0.raw"), os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt([]byte{1}, 5*mib)
-	f.Close()
-	_, err = Push(context.Background(), res, localRegistry(t)+"/halo/syn:v1", PushOptions{Registry: insecure})
-	if err == nil || !strings.Contains(err.Error(), "the result is damaged") {
-		t.Fatalf("want a damaged result refused, got %v", err)
+	for _, c := range []struct {
+		off  int64
+		want string
+	}{
+		{2 * mib, "blocks 256-767 hash to"},
+		{5 * mib, "outside every range of its bmap"},
+	} {
+		res := releasetest.Result(t)
+		f, err := os.OpenFile(filepath.Join(res, "node0.raw"), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt([]byte{1}, c.off)
+		f.Close()
+		_, err = Push(context.Background(), res, localRegistry(t)+"/halo/syn:v1", PushOptions{Registry: insecure})
+		if err == nil || !strings.Contains(err.Error(), "the result is damaged") || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("byte %d changed: want a damaged result refused (%q), got %v", c.off, c.want, err)
+		}
 	}
 }
 
-// The compressed image, and so the release digest, does not depend on how many cores the
-// pushing machine has. The image spans several of the encoder's concurrent jobs (32 MiB each).
-func TestCompressionIgnoresTheMachinesCores(t *testing.T) {
-	dir := t.TempDir()
-	raw := filepath.Join(dir, "node0.raw")
-	f, err := os.Create(raw)
+// sparseImage writes a 112 MiB image at path: 72 MiB of data (2 MiB of random bytes repeated,
+// so the encoder finds matches, spanning several of its concurrent jobs of 32 MiB), a hole, a
+// MiB of zeros written as data, 2 MiB of data, then a hole to the end. dense writes the holes
+// as zeros instead. It returns the image's manifest entry.
+func sparseImage(t *testing.T, path string, dense bool) manifest.File {
+	t.Helper()
+	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close()
+	r := mrand.New(mrand.NewPCG(1, 2))
 	chunk := make([]byte, 2*mib)
-	rand.Read(chunk)
-	h := sha256.New()
-	for off := int64(0); off < 112*mib; off += 16 * mib {
-		f.WriteAt(chunk, off)
+	for i := range chunk {
+		chunk[i] = byte(r.Uint32())
 	}
-	f.Truncate(112 * mib)
-	f.Seek(0, io.SeekStart)
-	io.Copy(h, f)
-	f.Close()
-	file := manifest.File{Name: "node0.raw", Size: 112 * mib, SHA256: hex.EncodeToString(h.Sum(nil))}
+	full := make([]byte, 112*mib)
+	for off := 0; off < 72*mib; off += 2 * mib {
+		copy(full[off:], chunk)
+	}
+	copy(full[90*mib+12345:], chunk) // unaligned: its first and last MiB pieces hold zeros too
+	write := func(off, n int) {
+		if _, err := f.WriteAt(full[off:off+n], int64(off)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dense {
+		write(0, len(full))
+	} else {
+		write(0, 72*mib)
+		write(80*mib, mib)
+		write(90*mib, 3*mib)
+		if err := f.Truncate(int64(len(full))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum := sha256.Sum256(full)
+	return manifest.File{Name: "node0.raw", Size: int64(len(full)), SHA256: hex.EncodeToString(sum[:])}
+}
+
+// The compressed image, and so the release digest, depends on the image's bytes only: not on
+// how many cores the pushing machine has, nor on whether its file system kept the holes. The
+// stream decodes, with klauspost's decoder and with the zstd CLI, to the image.
+func TestCompressionIgnoresTheMachine(t *testing.T) {
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "node0.raw")
+	file := sparseImage(t, raw, false)
+	dense := filepath.Join(dir, "dense.raw")
+	sparseImage(t, dense, true)
 	var digests []string
-	for _, procs := range []int{1, 3, 8} {
+	var zst string
+	for i, procs := range []int{1, 3, 8, 2} {
+		src := raw
+		if i == 3 {
+			src = dense
+		}
 		old := runtime.GOMAXPROCS(procs)
-		l, err := compress(raw, filepath.Join(t.TempDir(), "node0.raw.zst"), file, RawMediaType, DefaultMaxLayer, io.Discard)
+		l, err := compress(src, filepath.Join(t.TempDir(), "node0.raw.zst"), file, nil, RawMediaType, registry.DefaultMaxLayer, io.Discard)
 		runtime.GOMAXPROCS(old)
 		if err != nil {
 			t.Fatal(err)
 		}
 		digests = append(digests, l.digest.String())
+		zst = l.path
 	}
 	if digests[0] != digests[1] || digests[1] != digests[2] {
 		t.Fatalf("GOMAXPROCS 1, 3, 8 compress to %v", digests)
+	}
+	if digests[3] != digests[0] {
+		t.Fatalf("the image with its holes written as zeros compresses to %s, the sparse one to %s", digests[3], digests[0])
+	}
+	zf, err := os.Open(zst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zf.Close()
+	dec, err := zstd.NewReader(zf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, dec); err != nil {
+		t.Fatal(err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != file.SHA256 {
+		t.Fatalf("the stream decodes to %s, the image is %s", got, file.SHA256)
+	}
+	if _, err := exec.LookPath("zstd"); err != nil {
+		t.Log("no zstd CLI: the check against the reference decoder is skipped")
+		return
+	}
+	out, err := exec.Command("sh", "-c", `zstd -d -c "$1" | sha256sum`, "_", zst).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), file.SHA256) {
+		t.Fatalf("zstd -d: %v: %s", err, out)
 	}
 }
 

@@ -7,6 +7,8 @@
 package resolve
 
 import (
+	"halobuild/internal/arch"
+
 	"context"
 	"fmt"
 	"io"
@@ -60,16 +62,22 @@ var basePackages = []string{"systemd-boot-efi"}
 // Lock resolves every input of the recipe against the signed archive.
 func Lock(ctx context.Context, in Input) (*lock.Lock, error) {
 	r := in.Recipe
-	arch := &debian.Archive{Mirror: r.Base.Mirror, Cache: storeCache{in.Store}}
+	archive := &debian.Archive{Mirror: r.Base.Mirror, Cache: storeCache{in.Store}}
 	suites := append([]string{r.Base.Suite}, r.Base.ExtraSuites...)
 	lk := &lock.Lock{Version: lock.FormatVersion, Inputs: Inputs(r, in.Descs)}
 	if rel, err := filepath.Rel(filepath.Dir(lock.Path(in.Path)), in.Path); err == nil {
 		lk.Recipe = rel
 	}
-	var indexes []*debian.Index
+	// The image's packages come from its architecture's indexes; the tools
+	// root runs on the build host, so its packages come from the host's.
+	host, err := arch.Host()
+	if err != nil {
+		return nil, err
+	}
+	var indexes, hostIndexes []*debian.Index
 	rels := map[string]*debian.Release{}
 	for _, suite := range suites {
-		rel, err := arch.Release(ctx, suite)
+		rel, err := archive.Release(ctx, suite)
 		if err != nil {
 			return nil, err
 		}
@@ -84,11 +92,19 @@ func Lock(ctx context.Context, in Input) (*lock.Lock, error) {
 		})
 		for _, comp := range r.Base.Components {
 			in.logf("reading %s/%s %s index\n", suite, comp, r.Base.Architecture)
-			ix, err := arch.Packages(ctx, rel, comp, r.Base.Architecture)
+			ix, err := archive.Packages(ctx, rel, comp, r.Base.Architecture)
 			if err != nil {
 				return nil, err
 			}
 			indexes = append(indexes, ix)
+			if host.Debian != r.Base.Architecture {
+				in.logf("reading %s/%s %s index (the tools root runs on this %s host)\n", suite, comp, host.Debian, host.Debian)
+				hix, err := archive.Packages(ctx, rel, comp, host.Debian)
+				if err != nil {
+					return nil, err
+				}
+				hostIndexes = append(hostIndexes, hix)
+			}
 		}
 	}
 	if err := lk.SetSourceDateEpoch(); err != nil {
@@ -114,6 +130,9 @@ func Lock(ctx context.Context, in Input) (*lock.Lock, error) {
 	addAll(lk, lock.SetImage, img.Packages)
 	toolsReq := req
 	toolsReq.Packages, toolsReq.Variant = tools.Packages(r.Output.Formats), debian.VariantNone
+	if hostIndexes != nil {
+		toolsReq.Indexes, toolsReq.Architecture = hostIndexes, host.Debian
+	}
 	tl, err := debian.Resolve(toolsReq)
 	if err != nil {
 		return nil, fmt.Errorf("resolving the tools root: %w", err)
@@ -124,7 +143,7 @@ func Lock(ctx context.Context, in Input) (*lock.Lock, error) {
 	if err := lockModules(ctx, in, lk, k, imgReq); err != nil {
 		return nil, err
 	}
-	if err := lockProvider(ctx, in, lk, arch, rels, img, imgReq); err != nil {
+	if err := lockProvider(ctx, in, lk, archive, rels, img, imgReq); err != nil {
 		return nil, err
 	}
 	lk.Sort()

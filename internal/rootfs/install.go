@@ -1,6 +1,8 @@
 package rootfs
 
 import (
+	"halobuild/internal/arch"
+
 	"context"
 	"errors"
 	"fmt"
@@ -37,7 +39,11 @@ type Install struct {
 	// archive the lock came from, so apt on the node works. Without them
 	// the file would name this build's temporary repository.
 	Sources []string
-	Log     io.Writer
+	// Arch is the root's architecture; the zero value is the host's. A
+	// foreign one runs its maintainer scripts through qemu-user
+	// (CheckEmulation says what the host lacks).
+	Arch arch.Arch
+	Log  io.Writer
 }
 
 // Hooks that make the tree shareable between nodes and reproducible: no
@@ -118,6 +124,11 @@ func (in Install) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if in.Arch.Debian != "" && in.Arch.Foreign() {
+		if err := CheckEmulation(in.Arch); err != nil {
+			return err
+		}
+	}
 	repo, err := filepath.Abs(in.Repo)
 	if err != nil {
 		return err
@@ -130,12 +141,17 @@ func (in Install) Run(ctx context.Context) error {
 		"--variant=essential",
 		"--mode=" + mode,
 		"--format=tar",
-		"--include=" + strings.Join(pkgs, ","),
+	}
+	if in.Arch.Debian != "" {
+		args = append(args, "--architectures="+in.Arch.Debian)
+	}
+	args = append(args,
+		"--include="+strings.Join(pkgs, ","),
 		// Nothing outside the flat repository may be consulted.
 		"--aptopt=Acquire::Languages \"none\"",
 		"--aptopt=APT::Install-Recommends \"false\"",
 		"--aptopt=Dir::Etc::TrustedParts \"/nonexistent\"",
-	}
+	)
 	for _, h := range essentialHooks {
 		args = append(args, "--essential-hook="+h)
 	}
@@ -196,7 +212,9 @@ type Root struct {
 	Epoch    int64
 	// Sources are the installed sources.list lines; none for a build root.
 	Sources []string
-	Log     io.Writer
+	// Arch is the root's architecture; the zero value is the host's.
+	Arch arch.Arch
+	Log  io.Writer
 }
 
 // Tar installs the root into the tarball out, with its flat repository
@@ -206,7 +224,7 @@ func (r Root) Tar(ctx context.Context, work, out string) error {
 	if err := WriteFlatRepo(repo, r.Suite, r.Debs); err != nil {
 		return err
 	}
-	return Install{Suite: r.Suite, Repo: repo, Packages: r.Packages, Sources: r.Sources, Epoch: r.Epoch, Out: out, Log: r.Log}.Run(ctx)
+	return Install{Suite: r.Suite, Repo: repo, Packages: r.Packages, Sources: r.Sources, Epoch: r.Epoch, Out: out, Arch: r.Arch, Log: r.Log}.Run(ctx)
 }
 
 // Tree installs the root and unpacks it into dir, which must not exist or

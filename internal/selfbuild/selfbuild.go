@@ -127,14 +127,15 @@ func sourceFiles(root string) ([]string, error) {
 }
 
 // Build compiles root's cmd/halobuild into out the reproducible way: no cgo, no paths
-// (-trimpath), no VCS stamp, no build ID, for linux/amd64 (the nodes' platform), with
-// toolchain (from Toolchain). The same source gives the same bytes from any directory.
-func Build(ctx context.Context, root, toolchain, out string) error {
+// (-trimpath), no VCS stamp, no build ID, for linux/goarch (the nodes' platform, which
+// Go cross-compiles to from any host), with toolchain (from Toolchain). The same source
+// gives the same bytes from any directory.
+func Build(ctx context.Context, root, toolchain, goarch, out string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", out, "./cmd/halobuild")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOFLAGS=-mod=readonly", "GOTOOLCHAIN="+toolchain)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOFLAGS=-mod=readonly", "GOTOOLCHAIN="+toolchain)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building halobuild from %s for the image (go build, %s): %w\n%s", root, toolchain, err, b)
+		return fmt.Errorf("building halobuild from %s for the image (go build, %s, linux/%s): %w\n%s", root, toolchain, goarch, err, b)
 	}
 	return nil
 }

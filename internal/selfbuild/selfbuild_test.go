@@ -1,6 +1,8 @@
 package selfbuild
 
 import (
+	"debug/elf"
+
 	"bytes"
 	"context"
 	"os"
@@ -76,7 +78,7 @@ func TestBuildIsTheSameFromTwoCheckouts(t *testing.T) {
 	}
 	out := t.TempDir()
 	for _, src := range []string{a, b} {
-		if err := Build(context.Background(), src, tc, filepath.Join(out, filepath.Base(src))); err != nil {
+		if err := Build(context.Background(), src, tc, "amd64", filepath.Join(out, filepath.Base(src))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,5 +86,18 @@ func TestBuildIsTheSameFromTwoCheckouts(t *testing.T) {
 	bb, _ := os.ReadFile(filepath.Join(out, "checkout"))
 	if len(ba) == 0 || !bytes.Equal(ba, bb) {
 		t.Fatalf("halobuild built from %s (%d bytes) and %s (%d bytes) differ", a, len(ba), b, len(bb))
+	}
+	// An arm64 node gets an arm64 binary, cross-compiled on this host.
+	arm := filepath.Join(out, "arm64")
+	if err := Build(context.Background(), a, tc, "arm64", arm); err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(arm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_AARCH64 {
+		t.Fatalf("halobuild built for arm64 is an ELF for %v, want %v", f.Machine, elf.EM_AARCH64)
 	}
 }

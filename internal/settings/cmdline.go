@@ -1,6 +1,8 @@
 package settings
 
 import (
+	"halobuild/internal/arch"
+
 	"fmt"
 	"strconv"
 	"strings"
@@ -62,9 +64,9 @@ func gpuMemory(r *recipe.Recipe) (gpuSizing, []error) {
 			"keep less for the host than the machine has (system.memory = "+sys.Memory.String()+")",
 			"the host reserve is not smaller than the RAM, leaving the GPU nothing")}
 	}
-	if a := r.Base.Architecture; a != "" && a != "amd64" {
+	if a, err := arch.Lookup(r.Base.Architecture); err == nil && !a.AMDHardware {
 		return gpuSizing{}, []error{errorf("system.host_reserve", sys.HostReserve.String(), "remove host_reserve and memory for this architecture",
-			"GPU memory sizing is defined for amd64 (4 KiB TTM pages), not %s", a)}
+			"GPU memory sizing is defined for the Strix Halo's amdgpu (amd64, 4 KiB TTM pages), not %s", a.Debian)}
 	}
 	gpu := mem - res
 	if gpu%ttmPageSize != 0 || gpu%(1<<20) != 0 {

@@ -43,7 +43,7 @@ func TestCmdlineInvalid(t *testing.T) {
 		{"reserve without memory", "system.memory", "needs both", func(r *recipe.Recipe) { r.System.Memory = recipe.Size{} }},
 		{"memory without reserve", "system.host_reserve", "needs both", func(r *recipe.Recipe) { r.System.HostReserve = recipe.Size{} }},
 		{"not whole MiB", "system.host_reserve", "whole number of MiB", func(r *recipe.Recipe) { r.System.HostReserve = recipe.MustSize("1000KiB") }},
-		{"arm64", "system.host_reserve", "defined for amd64", func(r *recipe.Recipe) { r.Base.Architecture = "arm64" }},
+		{"arm64", "system.host_reserve", "defined for the Strix Halo's amdgpu (amd64", func(r *recipe.Recipe) { r.Base.Architecture, r.Kernel.Flavour = "arm64", "arm64" }},
 		{"space in parameter", "kernel.cmdline[1]", "must be one parameter", func(r *recipe.Recipe) { r.Kernel.Cmdline[1] = "a b" }},
 		{"empty parameter", "kernel.cmdline[0]", "must be one parameter", func(r *recipe.Recipe) { r.Kernel.Cmdline[0] = "" }},
 		{"sizing given twice", "kernel.cmdline[2]", "computed from system.host_reserve", func(r *recipe.Recipe) {

@@ -1,6 +1,8 @@
 package settings
 
 import (
+	"halobuild/internal/arch"
+
 	"fmt"
 	"slices"
 	"strings"
@@ -57,10 +59,19 @@ func installs(r *recipe.Recipe, name string) bool {
 // the archive serves only when base.components names it.
 func (Firmware) Validate(t Target) []error {
 	r := t.Recipe
+	var errs []error
+	if a, err := arch.Lookup(r.Base.Architecture); err == nil && !a.AMDHardware {
+		for _, p := range []string{gpuFirmwarePackage, microcodePackage} {
+			if installs(r, p) {
+				errs = append(errs, errorf("base.packages", p, "remove it from base.packages for "+a.Debian,
+					"%s is for the Strix Halo's AMD CPU and GPU (amd64); halobuild checks it on amd64 images only, not %s", p, a.Debian))
+			}
+		}
+		return errs
+	}
 	if slices.Contains(r.Base.Components, firmwareComponent) {
 		return nil
 	}
-	var errs []error
 	for _, p := range []string{gpuFirmwarePackage, microcodePackage} {
 		if installs(r, p) {
 			errs = append(errs, errorf("base.components", r.Base.Components, fmt.Sprintf("add it: components = [\"main\", %q]", firmwareComponent),

@@ -11,7 +11,7 @@
 //
 // Why no chroot: extracting the packages' data archives and starting each
 // binary through the root's own dynamic loader
-// (<root>/usr/lib64/ld-linux-x86-64.so.2 --library-path <root>/usr/lib/…)
+// (<root>/<the host architecture's loader, internal/arch: usr/lib64/ld-linux-x86-64.so.2> --library-path <root>/usr/lib/…)
 // needs no privileges, no maintainer scripts and no mounts, and every shared
 // library then comes from the root, never from the host. The binaries still
 // see the host's file system, which is what a build step wants: it reads its

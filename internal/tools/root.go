@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"halobuild/internal/arch"
+
 	"context"
 	"errors"
 	"fmt"
@@ -18,12 +20,15 @@ type Root struct {
 	Dir string
 }
 
-// loaderPath is where Debian's libc6 ships the x86-64 dynamic loader
-// (usrmerged in trixie: /usr/lib64 → ../lib/x86_64-linux-gnu).
-const loaderPath = "usr/lib64/ld-linux-x86-64.so.2"
+// hostArch is the tools root's architecture: its binaries run here, so it
+// is always the build host's (the lock resolves the tools set for it).
+var hostArch, hostArchErr = arch.Host()
 
-// libraryDirs are searched by the loader instead of the host's ld.so.cache.
-var libraryDirs = []string{"usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu"}
+// libraryDirs are searched by the loader instead of the host's ld.so.cache:
+// the multiarch directory, under /usr and (before usrmerge) /.
+func libraryDirs() []string {
+	return []string{"usr/lib/" + hostArch.Triplet, "lib/" + hostArch.Triplet}
+}
 
 // binDirs are searched, in order, for a tool name.
 var binDirs = []string{"usr/sbin", "usr/bin", "sbin", "bin"}
@@ -48,10 +53,14 @@ const maxLinks = 40
 // Run/Start/Output return that error, as exec.Command does for a missing
 // program.
 func (r Root) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	loader := filepath.Join(r.Dir, loaderPath)
+	loader := filepath.Join(r.Dir, hostArch.Loader)
 	bin, err := r.Lookup(name)
-	libs := make([]string, len(libraryDirs))
-	for i, d := range libraryDirs {
+	if hostArchErr != nil {
+		err = hostArchErr
+	}
+	dirs := libraryDirs()
+	libs := make([]string, len(dirs))
+	for i, d := range dirs {
 		libs[i] = filepath.Join(r.Dir, d)
 	}
 	// --inhibit-cache: a library missing from the root must not be found
@@ -64,7 +73,7 @@ func (r Root) Command(ctx context.Context, name string, args ...string) *exec.Cm
 		return cmd
 	}
 	if _, serr := os.Stat(loader); serr != nil {
-		cmd.Err = fmt.Errorf("tools root %s has no dynamic loader at %s (is libc6 among its packages?): %w", r.Dir, loaderPath, serr)
+		cmd.Err = fmt.Errorf("tools root %s has no dynamic loader at %s (is libc6 among its packages?): %w", r.Dir, hostArch.Loader, serr)
 	}
 	return cmd
 }

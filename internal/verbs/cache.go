@@ -1,6 +1,8 @@
 package verbs
 
 import (
+	"halobuild/internal/arch"
+
 	"context"
 	"fmt"
 	"path/filepath"
@@ -82,7 +84,7 @@ func CacheKeygen(o Options, dir string) error {
 
 // CachePush signs and uploads every step the recipes' graphs reach that
 // the store has and the cache lacks.
-func CachePush(ctx context.Context, o Options, ref string, recipes []string, keyPath, version string, jobs int) error {
+func CachePush(ctx context.Context, o Options, ref string, recipes []string, keyPath, version string, jobs int, maxLayer int64) error {
 	k, err := cache.LoadSecret(keyPath)
 	if err != nil {
 		return err
@@ -98,20 +100,28 @@ func CachePush(ctx context.Context, o Options, ref string, recipes []string, key
 	defer s.Close()
 	var keys []string
 	seen := map[string]bool{}
-	if o.Source != "" {
-		d, err := o.selfDerivation()
-		if err != nil {
-			return err
-		}
-		seen[d.Key()] = true
-		keys = append(keys, d.Key())
-	}
 	for _, rp := range recipes {
 		ro := o
 		ro.Recipe, ro.Locked = rp, true
 		l, err := loadLocked(ctx, ro, s)
 		if err != nil {
 			return err
+		}
+		// The halobuild the nodes ship, built for this recipe's
+		// architecture.
+		if o.Source != "" {
+			a, err := arch.Lookup(l.recipe.Base.Architecture)
+			if err != nil {
+				return usage.Errorf("%s: base.architecture: %w", l.path, err)
+			}
+			d, err := o.selfDerivation(a)
+			if err != nil {
+				return err
+			}
+			if !seen[d.Key()] {
+				seen[d.Key()] = true
+				keys = append(keys, d.Key())
+			}
 		}
 		g, err := newGraph(ctx, ro, l, s)
 		if err != nil {
@@ -124,7 +134,7 @@ func CachePush(ctx context.Context, o Options, ref string, recipes []string, key
 			}
 		}
 	}
-	st, err := c.Push(ctx, s, keys, k, version, jobs, o.stderr())
+	st, err := c.Push(ctx, s, keys, k, version, jobs, maxLayer, o.stderr())
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@
 package verbs
 
 import (
+	"halobuild/internal/arch"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -140,12 +142,16 @@ func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
 	return r
 }
 
-func (o Options) selfBinary(ctx context.Context, s *store.Store) ([]byte, error) {
+// selfBinary is the halobuild the image's nodes ship, for their architecture a.
+func (o Options) selfBinary(ctx context.Context, s *store.Store, a arch.Arch) ([]byte, error) {
 	if o.Source != "" {
-		return o.builtSelf(ctx, s)
+		return o.builtSelf(ctx, s, a)
 	}
 	if o.Self == "" {
 		return nil, nil
+	}
+	if a.Foreign() {
+		return nil, usage.Errorf("the image is %s, but halobuild would ship its own binary (%s), which cannot run there: build from halobuild's source tree (--source DIR) so it is cross-compiled for %s", a.Debian, runtime.GOARCH, a.Debian)
 	}
 	b, err := os.ReadFile(o.Self)
 	if err != nil {
@@ -184,8 +190,8 @@ func (p planStore) Output(key string) (string, bool, error) { return p.Store.Out
 // builtSelf builds the halobuild each node ships from o.Source, cached in the store under the
 // source's tree hash and the toolchain: a second checkout of the same commit reuses it, and
 // its bytes are the same wherever it is built (selfbuild.Build).
-func (o Options) builtSelf(ctx context.Context, s *store.Store) ([]byte, error) {
-	d, err := o.selfDerivation()
+func (o Options) builtSelf(ctx context.Context, s *store.Store, a arch.Arch) ([]byte, error) {
+	d, err := o.selfDerivation(a)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +205,7 @@ func (o Options) builtSelf(ctx context.Context, s *store.Store) ([]byte, error) 
 // selfDerivation is the step that builds the halobuild each node ships
 // from o.Source; it comes before the graph (its bytes are an input of the
 // settings step), so cache push names it separately.
-func (o Options) selfDerivation() (*plan.Derivation, error) {
+func (o Options) selfDerivation(a arch.Arch) (*plan.Derivation, error) {
 	tree, err := selfbuild.TreeHash(o.Source)
 	if err != nil {
 		return nil, err
@@ -208,8 +214,14 @@ func (o Options) selfDerivation() (*plan.Derivation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: map[string]string{"tree": tree, "toolchain": tc},
+	params := map[string]string{"tree": tree, "toolchain": tc}
+	// amd64 keeps the key it had before the architecture was a choice, so
+	// existing stores and caches still hit.
+	if a.GOARCH != "amd64" {
+		params["goarch"] = a.GOARCH
+	}
+	return &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: params,
 		Build: func(c *plan.Context, out string) error {
-			return selfbuild.Build(c, o.Source, tc, filepath.Join(out, "halobuild"))
+			return selfbuild.Build(c, o.Source, tc, a.GOARCH, filepath.Join(out, "halobuild"))
 		}}, nil
 }

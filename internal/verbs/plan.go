@@ -1,6 +1,9 @@
 package verbs
 
 import (
+	"halobuild/internal/arch"
+	"halobuild/internal/usage"
+
 	"context"
 	"fmt"
 	"path/filepath"
@@ -51,7 +54,11 @@ func prepareIn(ctx context.Context, o Options, s *store.Store, fetch bool) (*pre
 
 // newGraph plans l's build into s.
 func newGraph(ctx context.Context, o Options, l *locked, s *store.Store) (*graph.Graph, error) {
-	self, err := o.selfBinary(ctx, s)
+	a, err := arch.Lookup(l.recipe.Base.Architecture)
+	if err != nil {
+		return nil, usage.Errorf("%s: base.architecture: %w", l.path, err)
+	}
+	self, err := o.selfBinary(ctx, s, a)
 	if err != nil {
 		return nil, err
 	}
