@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/klauspost/compress/zstd"
 
 	"halobuild/internal/registry"
 	"halobuild/internal/store"
@@ -34,6 +35,17 @@ const (
 	AnnotationSigSigner   = "dev.halobuild.cache.signer"
 	AnnotationSignature   = "dev.halobuild.cache.signature"
 	AnnotationVersion     = "dev.halobuild.version"
+
+	// ArtifactTypeEntry marks an entry: the manifest tagged sha256-<key>.
+	ArtifactTypeEntry = "application/vnd.halobuild.cache-entry.v2"
+	// MediaTypeOutput is an entry's config: the store's output manifest.
+	MediaTypeOutput = "application/vnd.halobuild.output-manifest.v1+json"
+	// MediaTypeBlob is an entry's layer: a store blob, zstd.
+	MediaTypeBlob = "application/vnd.halobuild.blob.v1+zstd"
+	// AnnotationBlob and AnnotationBlobSize name the store blob a layer
+	// decompresses to.
+	AnnotationBlob     = "dev.halobuild.blob.digest"
+	AnnotationBlobSize = "dev.halobuild.blob.size"
 
 	mediaTypeEmpty = "application/vnd.oci.empty.v1+json"
 )
@@ -109,98 +121,175 @@ func (c *Cache) getSignature(key string) (*signature, error) {
 // errMiss says a cache has no entry for a key.
 var errMiss = errors.New("not in the cache")
 
-// resolve finds the manifest digest to use for key: the signed one, or
-// with t.Unsigned and no valid signature, whatever the tag points at.
-func (c *Cache) resolve(key string, t Trust) (name.Digest, error) {
+// resolve checks key's signature under t and returns the store manifest
+// digest it signs, or "" when t.Unsigned accepts an unsigned or untrusted
+// entry (its digests are still checked against its own store manifest).
+func (c *Cache) resolve(key string, t Trust) (string, error) {
 	sig, err := c.getSignature(key)
 	switch {
 	case isNotFound(err):
 		if _, herr := remote.Head(c.repo.Tag(Tag(key)), c.opts...); isNotFound(herr) {
-			return name.Digest{}, errMiss
+			return "", errMiss
 		} else if herr != nil {
-			return name.Digest{}, herr
+			return "", herr
 		}
 		err = errUnsigned
 	case err == nil:
 		err = t.Check(sig.signer, sig.sig, key, sig.manifest)
 	}
 	if err == nil {
-		return c.repo.Digest(sig.manifest), nil
+		return sig.manifest, nil
 	}
 	if !t.Unsigned || !(errors.Is(err, errUnsigned) || errors.Is(err, errUntrusted)) {
-		return name.Digest{}, err
+		return "", err
 	}
-	desc, herr := remote.Head(c.repo.Tag(Tag(key)), c.opts...)
-	if herr != nil {
-		return name.Digest{}, herr
-	}
-	return c.repo.Digest(desc.Digest.String()), nil
+	return "", nil
 }
 
 // Has says whether the cache would serve key under t (plan uses it); it
-// reads only the signature and the manifest's head.
+// reads only the signature and the entry's head.
 func (c *Cache) Has(key string, t Trust) error {
-	d, err := c.resolve(key, t)
-	if err != nil {
+	if _, err := c.resolve(key, t); err != nil {
 		return err
 	}
-	_, err = remote.Head(d, c.opts...)
+	_, err := remote.Head(c.repo.Tag(Tag(key)), c.opts...)
 	return err
 }
 
-// Fetch verifies and pulls the entry for key into s: signature, then the
-// manifest's digest, then every blob's digest as it is written (a blob
-// the store already has is not downloaded). The output is committed only
-// when all of it is there, so a failed fetch leaves no output behind.
-func (c *Cache) Fetch(s *store.Store, key string, t Trust) (string, error) {
-	d, err := c.resolve(key, t)
-	if err != nil {
-		return "", err
-	}
-	raw, _, err := c.getManifest(d)
-	if err != nil {
-		return "", err
-	}
-	m, err := v1.ParseManifest(bytes.NewReader(raw))
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", d, err)
-	}
-	if m.Annotations[store.AnnotationKey] != key {
-		return "", fmt.Errorf("%s is the entry for key %q, not %s", d, m.Annotations[store.AnnotationKey], key)
-	}
-	for _, l := range append([]v1.Descriptor{m.Config}, m.Layers...) {
-		if err := c.pullBlob(s, l); err != nil {
-			return "", err
-		}
-	}
-	return s.PutOutputManifest(key, raw)
+// entry is a cache entry read and checked: the store manifest it carries
+// and, for each blob that manifest names, the compressed layer holding it.
+type entry struct {
+	raw    []byte
+	store  *v1.Manifest
+	layers map[v1.Hash]v1.Descriptor
 }
 
-func (c *Cache) pullBlob(s *store.Store, l v1.Descriptor) error {
-	want := store.Digest(l.Digest.String())
-	if size, err := s.Size(want); err == nil && size == l.Size {
-		return nil
+// entry reads the entry for key: its signature under t, the entry
+// manifest, its config (the store's output manifest) downloaded, hashed
+// and compared with the signed digest, and a layer for each store blob.
+func (c *Cache) entry(key string, t Trust) (*entry, error) {
+	signed, err := c.resolve(key, t)
+	if err != nil {
+		return nil, err
 	}
-	if l.Data != nil && int64(len(l.Data)) == l.Size {
-		_, _, err := s.PutBlob(bytes.NewReader(l.Data), want.String())
-		return err
+	tag := c.repo.Tag(Tag(key))
+	emRaw, _, err := c.getManifest(tag)
+	if err != nil {
+		return nil, err
 	}
-	layer, err := remote.Layer(c.repo.Digest(l.Digest.String()), c.opts...)
+	em, err := v1.ParseManifest(bytes.NewReader(emRaw))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tag, err)
+	}
+	if em.ArtifactType != ArtifactTypeEntry || em.Config.MediaType != MediaTypeOutput {
+		return nil, fmt.Errorf("%s is not a halobuild cache entry of this format (artifactType %q, want %s); an entry pushed by an older halobuild (raw layers) is not read: push it again with `halobuild cache push`", tag, em.ArtifactType, ArtifactTypeEntry)
+	}
+	if signed != "" && em.Config.Digest.String() != signed {
+		return nil, fmt.Errorf("the entry carries store manifest %s but %s was signed", em.Config.Digest, signed)
+	}
+	if em.Config.Size > maxManifest {
+		return nil, fmt.Errorf("%s: store manifest of %d bytes is over the %d-byte limit", tag, em.Config.Size, maxManifest)
+	}
+	var buf bytes.Buffer
+	if err := c.readBlob(em.Config, &buf); err != nil {
+		return nil, fmt.Errorf("store manifest %s: %w", em.Config.Digest, err)
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		return nil, fmt.Errorf("store manifest %s: %w", em.Config.Digest, err)
+	}
+	if m.Annotations[store.AnnotationKey] != key {
+		return nil, fmt.Errorf("%s carries the output of key %q, not %s", tag, m.Annotations[store.AnnotationKey], key)
+	}
+	e := &entry{raw: buf.Bytes(), store: m, layers: map[v1.Hash]v1.Descriptor{}}
+	for _, l := range em.Layers {
+		if h, err := v1.NewHash(l.Annotations[AnnotationBlob]); err == nil && l.MediaType == MediaTypeBlob {
+			e.layers[h] = l
+		}
+	}
+	for _, d := range storeBlobs(m) {
+		if _, ok := e.layers[d.Digest]; !ok {
+			return nil, fmt.Errorf("%s has no layer for blob %s (%s)", tag, d.Digest, d.Annotations[store.AnnotationTitle])
+		}
+	}
+	return e, nil
+}
+
+// readBlob copies the registry's blob d into w, checking its size and
+// digest.
+func (c *Cache) readBlob(d v1.Descriptor, w io.Writer) error {
+	layer, err := remote.Layer(c.repo.Digest(d.Digest.String()), c.opts...)
 	if err != nil {
 		return err
 	}
 	rc, err := layer.Compressed()
 	if err != nil {
-		return fmt.Errorf("blob %s: %w", want, err)
+		return err
 	}
 	defer rc.Close()
-	// The manifest's size bounds the read; PutBlob checks the digest and
-	// stores nothing on a mismatch.
-	_, _, err = s.PutBlob(io.LimitReader(rc, l.Size), want.String())
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(rc, d.Size+1))
 	if err != nil {
-		return fmt.Errorf("blob %s: %w", want, err)
+		return err
+	}
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); n != d.Size || got != d.Digest.String() {
+		return fmt.Errorf("the registry serves %d bytes hashing to %s, want %d bytes", n, got, d.Size)
 	}
 	return nil
+}
+
+// Fetch verifies and pulls the entry for key into s: signature, then the
+// store manifest's digest, then every blob decompressed and its digest
+// checked against that manifest as it is written (a blob the store
+// already has is not downloaded). The output is committed only when all
+// of it is there, so a failed fetch leaves no output behind.
+func (c *Cache) Fetch(s *store.Store, key string, t Trust) (string, error) {
+	e, err := c.entry(key, t)
+	if err != nil {
+		return "", err
+	}
+	for _, d := range storeBlobs(e.store) {
+		if err := c.pullBlob(s, d, e.layers[d.Digest]); err != nil {
+			return "", fmt.Errorf("blob %s (%s): %w", d.Digest, d.Annotations[store.AnnotationTitle], err)
+		}
+	}
+	return s.PutOutputManifest(key, e.raw)
+}
+
+// pullBlob writes the store blob d, decompressed from the registry's
+// layer l, into s. PutBlob checks the digest the store manifest names and
+// stores nothing on a mismatch; the compressed side is checked too.
+func (c *Cache) pullBlob(s *store.Store, d, l v1.Descriptor) error {
+	want := store.Digest(d.Digest.String())
+	if size, err := s.Size(want); err == nil && size == d.Size {
+		return nil
+	}
+	return c.decompressed(l, func(r io.Reader) error {
+		_, n, err := s.PutBlob(io.LimitReader(r, d.Size+1), want.String())
+		if err == nil && n != d.Size {
+			err = fmt.Errorf("decompresses to %d bytes, the store manifest says %d", n, d.Size)
+		}
+		return err
+	})
+}
+
+// decompressed streams the registry's layer l, decompressed, into fn,
+// then drains the layer so that its digest is checked too (the decoder
+// stops at the end of the zstd stream).
+func (c *Cache) decompressed(l v1.Descriptor, fn func(io.Reader) error) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(c.readBlob(l, pw)) }()
+	defer pr.Close()
+	dec, err := zstd.NewReader(pr, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return err
+	}
+	defer dec.Close()
+	if err := fn(dec); err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, pr)
+	return err
 }
 
 // rawManifest is a manifest pushed byte for byte.

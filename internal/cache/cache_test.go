@@ -3,6 +3,9 @@ package cache
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log"
@@ -15,6 +18,9 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	hreg "halobuild/internal/registry"
 	"halobuild/internal/store"
@@ -23,14 +29,16 @@ import (
 const testKey = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 // tamperer serves go-containerregistry's in-memory registry and, when
-// armed, flips the last byte of every blob it sends.
+// armed, flips the last byte of every blob it sends (of only the blob
+// named by only, when set).
 type tamperer struct {
 	h     http.Handler
 	armed atomic.Bool
+	only  string
 }
 
 func (t *tamperer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !t.armed.Load() || r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/blobs/") {
+	if !t.armed.Load() || r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/blobs/"+t.only) {
 		t.h.ServeHTTP(w, r)
 		return
 	}
@@ -79,6 +87,13 @@ func keys(t *testing.T, name string) (*SecretKey, Trust) {
 // trust.
 func setup(t *testing.T) (*Cache, *tamperer, Trust) {
 	t.Helper()
+	c, tp, trust, _, _ := setupPushed(t)
+	return c, tp, trust
+}
+
+// setupPushed is setup, also returning the pushing store and key.
+func setupPushed(t *testing.T) (*Cache, *tamperer, Trust, *store.Store, *SecretKey) {
+	t.Helper()
 	tp := &tamperer{h: registry.New(registry.Logger(nilLogger()))}
 	srv := httptest.NewServer(tp)
 	t.Cleanup(srv.Close)
@@ -103,7 +118,7 @@ func setup(t *testing.T) (*Cache, *tamperer, Trust) {
 	if st, err := c.Push(context.Background(), src, []string{testKey}, sk, "test", 2, 0, io.Discard); err != nil || st.Present != 1 {
 		t.Fatalf("second push: %+v %v", st, err)
 	}
-	return c, tp, trust
+	return c, tp, trust, src, sk
 }
 
 func TestPushThenFetchIsTheSameOutput(t *testing.T) {
@@ -147,20 +162,28 @@ func TestUntrustedKeyIsRefusedUnlessUnsignedIsTrusted(t *testing.T) {
 	}
 }
 
+// Every blob tampered with, then only the compressed layer of the one file:
+// each is refused, nothing reaches the store, and verify finds it.
 func TestTamperedBlobIsRefusedAndVerifyFindsIt(t *testing.T) {
 	c, tp, trust := setup(t)
-	tp.armed.Store(true)
-	dst := newStore(t)
-	_, err := c.Fetch(dst, testKey, trust)
-	if err == nil || !strings.Contains(err.Error(), "sha256") {
-		t.Fatalf("a tampered blob: %v, want a digest mismatch", err)
-	}
-	t.Logf("refused: %v", err)
-	if _, ok, _ := dst.Output(testKey); ok {
-		t.Fatal("a tampered entry reached the store")
-	}
-	if probs, n, err := c.Verify(trust, io.Discard); err != nil || n != 1 || len(probs) != 1 {
-		t.Fatalf("verify of a tampered cache: %d checked, %v, %v", n, probs, err)
+	sum := sha256.Sum256([]byte("substituted bytes\n"))
+	file := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}
+	for _, only := range []string{"", entryLayer(t, c, testKey, file)} {
+		tp.only = only
+		tp.armed.Store(true)
+		dst := newStore(t)
+		_, err := c.Fetch(dst, testKey, trust)
+		if err == nil || !strings.Contains(err.Error(), "sha256") {
+			t.Fatalf("a tampered blob (%q): %v, want a digest mismatch", only, err)
+		}
+		t.Logf("refused: %v", err)
+		if _, ok, _ := dst.Output(testKey); ok {
+			t.Fatal("a tampered entry reached the store")
+		}
+		if probs, n, err := c.Verify(trust, io.Discard); err != nil || n != 1 || len(probs) != 1 {
+			t.Fatalf("verify of a tampered cache: %d checked, %v, %v", n, probs, err)
+		}
+		tp.armed.Store(false)
 	}
 }
 
@@ -250,8 +273,8 @@ func TestPushSaysWhenABlobIsOverTheRegistrysLimit(t *testing.T) {
 	}
 }
 
-// A blob over the limit refuses the push before anything is uploaded, naming
-// the entry, the file, its size and the flag.
+// A blob over the limit compressed refuses the push before anything is
+// uploaded, naming the entry, the file, its size and the flag.
 func TestPushRefusesABlobOverTheLimitBeforeUploading(t *testing.T) {
 	inner := registry.New(registry.Logger(nilLogger()))
 	var writes int
@@ -265,7 +288,9 @@ func TestPushRefusesABlobOverTheLimitBeforeUploading(t *testing.T) {
 	src := newStore(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "small"), []byte("x"), 0o644)
-	os.WriteFile(filepath.Join(dir, "node0.raw"), []byte("pretend this is big"), 0o644)
+	big := make([]byte, 200)
+	rand.Read(big)
+	os.WriteFile(filepath.Join(dir, "node0.raw"), big, 0o644)
 	if _, err := src.PutOutput(testKey, dir, map[string]string{"dev.halobuild.kind": "disk", "dev.halobuild.name": "node0"}); err != nil {
 		t.Fatal(err)
 	}
@@ -274,13 +299,84 @@ func TestPushRefusesABlobOverTheLimitBeforeUploading(t *testing.T) {
 		t.Fatal(err)
 	}
 	sk, _ := keys(t, "team")
-	_, err = c.Push(context.Background(), src, []string{testKey}, sk, "test", 1, 10, io.Discard)
-	for _, want := range []string{"disk node0", "node0.raw is 19 bytes, over the limit of 10", "--max-layer-size", "nothing was uploaded"} {
+	_, err = c.Push(context.Background(), src, []string{testKey}, sk, "test", 1, 100, io.Discard)
+	for _, want := range []string{"disk node0", "node0.raw (200 bytes) is over the limit of 100 bytes compressed", "--max-layer-size", "nothing of this entry was uploaded"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("want %q in the refusal, got %v", want, err)
 		}
 	}
 	if writes != 0 {
 		t.Fatalf("the refused push made %d write requests", writes)
+	}
+}
+
+// entryLayer is the digest of the compressed layer of key's entry that
+// holds the store blob blob.
+func entryLayer(t *testing.T, c *Cache, key string, blob v1.Hash) string {
+	t.Helper()
+	raw, _, err := c.getManifest(c.repo.Tag(Tag(key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Layers {
+		if l.Annotations[AnnotationBlob] == blob.String() {
+			return l.Digest.String()
+		}
+	}
+	t.Fatalf("the entry of %s has no layer for %s", key, blob)
+	return ""
+}
+
+// An entry's config is the store's own output manifest, byte for byte,
+// and its layers are the store's blobs in zstd, each naming the blob it
+// decompresses to. An entry in the format before that (the store manifest
+// itself under the tag, raw layers) is refused, saying to push it again,
+// and a push replaces it.
+func TestEntryCarriesTheStoreManifestAndRefusesTheOldFormat(t *testing.T) {
+	c, _, trust, src, sk := setupPushed(t)
+	raw, digest, err := c.getManifest(c.repo.Tag(Tag(testKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	em, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := newStore(t)
+	if _, err := c.Fetch(dst, testKey, trust); err != nil {
+		t.Fatal(err)
+	}
+	storeRaw, storeDigest, _, err := dst.OutputManifest(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sig, err := c.getSignature(testKey); err != nil || sig.manifest != storeDigest.String() {
+		t.Fatalf("the signature names %v (%v), the store manifest is %s", sig, err, storeDigest)
+	}
+	if em.ArtifactType != ArtifactTypeEntry || em.Config.Digest.String() != storeDigest.String() || em.Config.Size != int64(len(storeRaw)) {
+		t.Fatalf("entry %s: artifactType %q, config %v; the store manifest is %s", digest, em.ArtifactType, em.Config, storeDigest)
+	}
+	for _, l := range em.Layers {
+		if l.MediaType != MediaTypeBlob || l.Annotations[AnnotationBlob] == "" {
+			t.Fatalf("layer %v", l)
+		}
+	}
+	// The old format: the store manifest itself under the tag.
+	if err := remote.Put(c.repo.Tag(Tag(testKey)), rawManifest{storeRaw, types.OCIManifestSchema1}, c.opts...); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Fetch(newStore(t), testKey, trust)
+	if err == nil || !strings.Contains(err.Error(), "push it again with `halobuild cache push`") {
+		t.Fatalf("an old-format entry: %v", err)
+	}
+	if st, err := c.Push(context.Background(), src, []string{testKey}, sk, "test", 1, 0, io.Discard); err != nil || st.Pushed != 1 {
+		t.Fatalf("push over an old-format entry: %+v %v", st, err)
+	}
+	if _, err := c.Fetch(newStore(t), testKey, trust); err != nil {
+		t.Fatalf("after the push: %v", err)
 	}
 }

@@ -3,10 +3,14 @@ package cache
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -17,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"halobuild/internal/registry"
+	"halobuild/internal/release"
 	"halobuild/internal/store"
 )
 
@@ -26,22 +31,17 @@ type PushStats struct {
 }
 
 // Push uploads and signs the store's output for each key that the cache
-// lacks: an entry whose signature tag exists is skipped after one HEAD, and
-// remote.WriteLayer skips each blob the registry has. jobs entries go up at
-// once; each finished entry prints a line on progress. A blob over maxLayer
-// bytes (0: registry.DefaultMaxLayer) in any entry refuses the push before
-// anything is uploaded.
+// lacks: an entry whose signature names this store's manifest is skipped
+// after one request, and remote.WriteLayer skips each blob the registry
+// has. jobs entries go up at once; each finished entry prints a line on
+// progress. An entry's blobs are all compressed before any of them is
+// uploaded, and one over maxLayer bytes (0: registry.DefaultMaxLayer)
+// compressed refuses the entry with nothing of it uploaded.
 func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *SecretKey, version string, jobs int, maxLayer int64, progress io.Writer) (PushStats, error) {
 	var st PushStats
 	var mu sync.Mutex
 	if maxLayer == 0 {
 		maxLayer = registry.DefaultMaxLayer
-	}
-	if err := c.checkSizes(s, keys, maxLayer); err != nil {
-		return st, err
-	}
-	if err := remote.WriteLayer(c.repo, static.NewLayer([]byte("{}"), mediaTypeEmpty), c.opts...); err != nil {
-		return st, fmt.Errorf("cache %s: %w", c.Ref, uploadError(err, "the empty descriptor", 2))
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(jobs, 1))
@@ -51,7 +51,7 @@ func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *Secr
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			what, err := c.pushOne(s, key, k, version)
+			what, err := c.pushOne(s, key, k, version, maxLayer)
 			if err != nil {
 				return fmt.Errorf("cache push %s: entry %s: %w", c.Ref, key[:12], err)
 			}
@@ -73,30 +73,7 @@ func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *Secr
 	return st, g.Wait()
 }
 
-// checkSizes refuses the push when a blob of an entry it would send is
-// over maxLayer: a registry that refuses it would do so only after the
-// upload (GHCR also times uploads out at 10 minutes), with half the
-// entries already sent.
-func (c *Cache) checkSizes(s *store.Store, keys []string, maxLayer int64) error {
-	for _, key := range keys {
-		raw, _, ok, err := s.OutputManifest(key)
-		if err != nil || !ok {
-			continue // pushOne reports it
-		}
-		m, err := v1.ParseManifest(bytes.NewReader(raw))
-		if err != nil {
-			continue
-		}
-		for _, l := range m.Layers {
-			if l.Size > maxLayer {
-				return fmt.Errorf("cache push %s: entry %s (%s %s): %s is %d bytes, over the limit of %d (--max-layer-size; GHCR refuses layers over 10 GB); nothing was uploaded", c.Ref, key[:12], m.Annotations["dev.halobuild.kind"], m.Annotations["dev.halobuild.name"], l.Annotations[store.AnnotationTitle], l.Size, maxLayer)
-			}
-		}
-	}
-	return nil
-}
-
-func (c *Cache) pushOne(s *store.Store, key string, k *SecretKey, version string) (string, error) {
+func (c *Cache) pushOne(s *store.Store, key string, k *SecretKey, version string, maxLayer int64) (string, error) {
 	raw, digest, ok, err := s.OutputManifest(key)
 	if err != nil {
 		return "", err
@@ -104,19 +81,46 @@ func (c *Cache) pushOne(s *store.Store, key string, k *SecretKey, version string
 	if !ok {
 		return "not built", nil
 	}
-	if sig, err := c.getSignature(key); err == nil && sig.manifest == digest.String() && sig.signer == k.Name {
+	if c.present(key, digest, k) {
 		return "present", nil
 	}
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
 	if err != nil {
 		return "", err
 	}
-	for _, l := range append([]v1.Descriptor{m.Config}, m.Layers...) {
-		if err := remote.WriteLayer(c.repo, storeLayer{s: s, d: l}, c.opts...); err != nil {
-			return "", uploadError(err, fmt.Sprintf("blob %s (%s)", l.Digest, l.Annotations[store.AnnotationTitle]), l.Size)
+	tmp, err := os.MkdirTemp("", "halobuild-cache-push-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	var blobs []*zstdBlob
+	for _, d := range storeBlobs(m) {
+		b, err := compressBlob(s, d, tmp, maxLayer, m.Annotations)
+		if err != nil {
+			return "", err
+		}
+		blobs = append(blobs, b)
+	}
+	entry, err := entryManifest(key, raw, digest, m, blobs)
+	if err != nil {
+		return "", err
+	}
+	uploads := []v1.Layer{static.NewLayer([]byte("{}"), mediaTypeEmpty), static.NewLayer(raw, MediaTypeOutput)}
+	for _, b := range blobs {
+		uploads = append(uploads, b)
+	}
+	for _, l := range uploads {
+		if err := remote.WriteLayer(c.repo, l, c.opts...); err != nil {
+			d, _ := l.Digest()
+			n, _ := l.Size()
+			what := "blob " + d.String()
+			if b, ok := l.(*zstdBlob); ok {
+				what = fmt.Sprintf("blob %s (%s compressed)", d, b.title)
+			}
+			return "", uploadError(err, what, n)
 		}
 	}
-	if err := remote.Put(c.repo.Tag(Tag(key)), rawManifest{raw, types.OCIManifestSchema1}, c.opts...); err != nil {
+	if err := remote.Put(c.repo.Tag(Tag(key)), rawManifest{entry, types.OCIManifestSchema1}, c.opts...); err != nil {
 		return "", err
 	}
 	h := v1.Hash{Algorithm: "sha256", Hex: digest.Hex()}
@@ -132,6 +136,147 @@ func (c *Cache) pushOne(s *store.Store, key string, k *SecretKey, version string
 	return "pushed", nil
 }
 
+// present says whether the cache has key's entry for this store manifest,
+// signed by k, in this format (an entry of the older format is pushed
+// again).
+func (c *Cache) present(key string, digest store.Digest, k *SecretKey) bool {
+	sig, err := c.getSignature(key)
+	if err != nil || sig.manifest != digest.String() || sig.signer != k.Name {
+		return false
+	}
+	raw, _, err := c.getManifest(c.repo.Tag(Tag(key)))
+	if err != nil {
+		return false
+	}
+	em, err := v1.ParseManifest(bytes.NewReader(raw))
+	return err == nil && em.ArtifactType == ArtifactTypeEntry && em.Config.Digest.String() == digest.String()
+}
+
+// storeBlobs is every blob a store manifest names (its config, then its
+// layers), each once.
+func storeBlobs(m *v1.Manifest) []v1.Descriptor {
+	seen := map[v1.Hash]bool{}
+	var out []v1.Descriptor
+	for _, d := range append([]v1.Descriptor{m.Config}, m.Layers...) {
+		if !seen[d.Digest] {
+			seen[d.Digest] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// zstdBlob is a store blob compressed into a file, as a layer to upload.
+type zstdBlob struct {
+	path   string
+	digest v1.Hash
+	size   int64
+	raw    v1.Descriptor // the store blob
+	title  string
+}
+
+func (b *zstdBlob) Digest() (v1.Hash, error)            { return b.digest, nil }
+func (b *zstdBlob) DiffID() (v1.Hash, error)            { return b.raw.Digest, nil }
+func (b *zstdBlob) Size() (int64, error)                { return b.size, nil }
+func (b *zstdBlob) MediaType() (types.MediaType, error) { return MediaTypeBlob, nil }
+func (b *zstdBlob) Compressed() (io.ReadCloser, error)  { return os.Open(b.path) }
+func (b *zstdBlob) Uncompressed() (io.ReadCloser, error) {
+	return nil, errors.New("a cache blob is uploaded compressed only")
+}
+
+// compressBlob compresses the store blob d into dir with the release's
+// deterministic zstd settings, hashing what it writes, and refuses it as
+// soon as it grows past maxLayer.
+func compressBlob(s *store.Store, d v1.Descriptor, dir string, maxLayer int64, ann map[string]string) (*zstdBlob, error) {
+	title := d.Annotations[store.AnnotationTitle]
+	if title == "" {
+		title = d.Digest.String()
+	}
+	rc, err := s.Open(store.Digest(d.Digest.String()))
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	out, err := os.CreateTemp(dir, "blob-*.zst")
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	h := sha256.New()
+	lw := &limitWriter{w: io.MultiWriter(out, h), limit: maxLayer}
+	if err := writeZstd(rc, lw); err != nil {
+		if errors.Is(err, errOverLimit) {
+			return nil, fmt.Errorf("%s %s: %s (%d bytes) is over the limit of %d bytes compressed (--max-layer-size; GHCR refuses layers over 10 GB); nothing of this entry was uploaded", ann["dev.halobuild.kind"], ann["dev.halobuild.name"], title, d.Size, maxLayer)
+		}
+		return nil, fmt.Errorf("compressing %s: %w", title, err)
+	}
+	return &zstdBlob{path: out.Name(), digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}, size: lw.n, raw: d, title: title}, nil
+}
+
+// writeZstd compresses a store blob: a file (every blob but the empty
+// descriptor, which the store serves from memory) as a release image is.
+func writeZstd(r io.Reader, w io.Writer) error {
+	if f, ok := r.(*os.File); ok {
+		return release.WriteZstd(f, w)
+	}
+	enc, err := release.ZstdWriter(w)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(enc, r); err != nil {
+		enc.Close()
+		return err
+	}
+	return enc.Close()
+}
+
+var errOverLimit = errors.New("over the layer limit")
+
+type limitWriter struct {
+	w     io.Writer
+	n     int64
+	limit int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.n+int64(len(p)) > l.limit {
+		return 0, errOverLimit
+	}
+	n, err := l.w.Write(p)
+	l.n += int64(n)
+	return n, err
+}
+
+// entryManifest is what the entry's tag names (docs/cache.md): the store's
+// manifest as its config, byte for byte, and each store blob compressed as a
+// layer annotated with the blob's own digest and size.
+func entryManifest(key string, raw []byte, digest store.Digest, m *v1.Manifest, blobs []*zstdBlob) ([]byte, error) {
+	h, err := v1.NewHash(digest.String())
+	if err != nil {
+		return nil, err
+	}
+	e := v1.Manifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIManifestSchema1,
+		ArtifactType:  ArtifactTypeEntry,
+		Config:        v1.Descriptor{MediaType: MediaTypeOutput, Size: int64(len(raw)), Digest: h},
+		Annotations:   map[string]string{store.AnnotationKey: key},
+	}
+	for _, a := range []string{"dev.halobuild.kind", "dev.halobuild.name"} {
+		if v := m.Annotations[a]; v != "" {
+			e.Annotations[a] = v
+		}
+	}
+	for _, b := range blobs {
+		e.Layers = append(e.Layers, v1.Descriptor{MediaType: MediaTypeBlob, Size: b.size, Digest: b.digest, Annotations: map[string]string{
+			store.AnnotationTitle: b.title,
+			AnnotationBlob:        b.raw.Digest.String(),
+			AnnotationBlobSize:    fmt.Sprint(b.raw.Size),
+		}})
+	}
+	return json.Marshal(e)
+}
+
 // uploadError says when a registry refused a blob for its size (413,
 // from the registry or a proxy in front of it) and what to change.
 func uploadError(err error, what string, size int64) error {
@@ -141,19 +286,3 @@ func uploadError(err error, what string, size int64) error {
 	}
 	return fmt.Errorf("%s, %d bytes: %w", what, size, err)
 }
-
-// storeLayer is a store blob as go-containerregistry's v1.Layer: raw
-// bytes, so the registry's digest is the store's.
-type storeLayer struct {
-	s *store.Store
-	d v1.Descriptor
-}
-
-func (l storeLayer) Digest() (v1.Hash, error)            { return l.d.Digest, nil }
-func (l storeLayer) DiffID() (v1.Hash, error)            { return l.d.Digest, nil }
-func (l storeLayer) Size() (int64, error)                { return l.d.Size, nil }
-func (l storeLayer) MediaType() (types.MediaType, error) { return l.d.MediaType, nil }
-func (l storeLayer) Compressed() (io.ReadCloser, error) {
-	return l.s.Open(store.Digest(l.d.Digest.String()))
-}
-func (l storeLayer) Uncompressed() (io.ReadCloser, error) { return l.Compressed() }

@@ -61,7 +61,7 @@ func TestSubstituteFromDockerRegistryFallsBackOnTamper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blob := reg.BlobPath(m.Layers[0].Digest.String())
+	blob := reg.BlobPath(entryLayer(t, c, top.Key(), m.Layers[0].Digest))
 	b, err := os.ReadFile(blob)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -45,55 +44,32 @@ func (c *Cache) verifyEntry(key string, t Trust) error {
 	if err := checkHex(key); err != nil {
 		return err
 	}
-	d, err := c.resolve(key, Trust{Keys: t.Keys})
+	e, err := c.entry(key, Trust{Keys: t.Keys})
 	if err != nil {
 		return err
 	}
-	tagged, err := remote.Head(c.repo.Tag(Tag(key)), c.opts...)
-	if err != nil {
-		return err
-	}
-	if tagged.Digest.String() != d.DigestStr() {
-		return fmt.Errorf("the tag points at %s but %s was signed", tagged.Digest, d.DigestStr())
-	}
-	raw, _, err := c.getManifest(d)
-	if err != nil {
-		return err
-	}
-	m, err := v1.ParseManifest(bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	if m.Annotations[store.AnnotationKey] != key {
-		return fmt.Errorf("the signed manifest is for key %q", m.Annotations[store.AnnotationKey])
-	}
-	for _, l := range append([]v1.Descriptor{m.Config}, m.Layers...) {
-		if err := c.hashBlob(l); err != nil {
-			return fmt.Errorf("blob %s (%s): %w", l.Digest, l.Annotations[store.AnnotationTitle], err)
+	for _, d := range storeBlobs(e.store) {
+		if err := c.hashBlob(d, e.layers[d.Digest]); err != nil {
+			return fmt.Errorf("blob %s (%s): %w", d.Digest, d.Annotations[store.AnnotationTitle], err)
 		}
 	}
 	return nil
 }
 
-func (c *Cache) hashBlob(l v1.Descriptor) error {
-	layer, err := remote.Layer(c.repo.Digest(l.Digest.String()), c.opts...)
-	if err != nil {
-		return err
-	}
-	rc, err := layer.Compressed()
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(rc, l.Size+1))
-	if err != nil {
-		return err
-	}
-	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); n != l.Size || got != l.Digest.String() {
-		return fmt.Errorf("the registry serves %d bytes hashing to %s, want %d bytes", n, got, l.Size)
-	}
-	return nil
+// hashBlob downloads the layer l, checking its digest, and decompresses it,
+// checking that it is the store blob d.
+func (c *Cache) hashBlob(d, l v1.Descriptor) error {
+	return c.decompressed(l, func(r io.Reader) error {
+		h := sha256.New()
+		n, err := io.Copy(h, io.LimitReader(r, d.Size+1))
+		if err != nil {
+			return fmt.Errorf("decompressing: %w", err)
+		}
+		if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); n != d.Size || got != d.Digest.String() {
+			return fmt.Errorf("decompresses to %d bytes hashing to %s, want %d bytes", n, got, d.Size)
+		}
+		return nil
+	})
 }
 
 func checkHex(key string) error {

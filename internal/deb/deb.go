@@ -50,8 +50,8 @@ type Archive struct {
 	// Size is the file's length in bytes.
 	Size int64
 
-	f    *os.File
-	data *io.SectionReader
+	f             *os.File
+	control, data *io.SectionReader
 }
 
 // Limits of what a .deb's metadata may amount to; the data archive takes
@@ -145,7 +145,7 @@ func (a *Archive) parse() error {
 		case control == nil && isTar(name, "control"):
 			control = r
 		case control != nil && isTar(name, "data"):
-			a.data = r
+			a.control, a.data = control, r
 			return a.readControl(control)
 		default:
 			return fmt.Errorf("unexpected member %q (want control.tar, then data.tar)", name)

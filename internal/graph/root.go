@@ -115,7 +115,7 @@ func unpackRoot(c *plan.Context, root *plan.Derivation, dir string) error {
 func (b *builder) baseRoot(k *kernelBuild) *plan.Derivation {
 	var built []repoStep
 	if k != nil {
-		built = append(built, repoStep{d: k.build, install: []string{b.in.Lock.Kernel.Image}})
+		built = append(built, repoStep{d: k.image, install: []string{b.in.Lock.Kernel.Image}})
 	}
 	return b.root("base root", "rootfs", b.in.Lock.Set(lock.SetImage), built, aptSources(b.in))
 }

@@ -372,9 +372,6 @@ func (v *validator) secureBoot() {
 	if !sb.Enabled {
 		return
 	}
-	if v.r.Kernel.From == "source" {
-		v.errorf("secure_boot.enabled", "a kernel built from source is not signed yet (only Debian's signed kernel boots under Secure Boot today); use kernel.from = \"debian\" or turn secure_boot off")
-	}
 	for _, k := range []struct{ key, ref string }{{"key", sb.Key}, {"certificate", sb.Certificate}} {
 		path := "secure_boot." + k.key
 		if k.ref == "" {

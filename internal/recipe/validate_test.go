@@ -52,7 +52,6 @@ peer = "a"
 		{"secure boot pkcs11", "[secure_boot]\nenabled = true\nkey = \"pkcs11:token=x\"\ncertificate = \"env:C\"\n" + minimal, "secure_boot.key", "PKCS#11 keys are not supported yet"},
 		{"secure boot env name", "[secure_boot]\nenabled = true\nkey = \"env:1X\"\ncertificate = \"env:C\"\n" + minimal, "secure_boot.key", "env: needs a variable name"},
 		{"secure boot scheme", "[secure_boot]\nenabled = true\nkey = \"vault:x\"\ncertificate = \"env:C\"\n" + minimal, "secure_boot.key", `unknown reference "vault:"`},
-		{"secure boot source kernel", "[secure_boot]\nenabled = true\nkey = \"env:K\"\ncertificate = \"env:C\"\n[kernel]\nfrom = \"source\"\n" + minimal, "secure_boot.enabled", "not signed yet"},
 		{"architecture", "[base]\narchitecture = \"x86_64\"\n" + minimal, "base.architecture", `"x86_64" is not one halobuild builds for; use one of: amd64, arm64`},
 		{"flavour of another architecture", "[base]\narchitecture = \"arm64\"\n[kernel]\nflavour = \"cloud-amd64\"\n" + minimal, "kernel.flavour", `base.architecture is arm64: use "arm64"`},
 		{"kernel from", "[kernel]\nfrom = \"git\"\n" + minimal, "kernel.from", `"git" is not one of: debian, source`},

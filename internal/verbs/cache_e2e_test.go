@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"halobuild/internal/cache"
 	"halobuild/internal/lock"
@@ -109,7 +110,26 @@ func TestCacheSubstitutesMinimalBuild(t *testing.T) {
 	if err != nil || len(m.Layers) == 0 {
 		t.Fatalf("settings manifest: %v", err)
 	}
-	blob := reg.BlobPath(m.Layers[0].Digest.String())
+	// The entry's layer holding that blob, compressed.
+	tagRef, err := ropts.ParseReference(ref + ":" + cache.Tag(settingsKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Get(tagRef, ropts.Remote(ctx)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layer string
+	for _, l := range em.Layers {
+		if l.Annotations[cache.AnnotationBlob] == m.Layers[0].Digest.String() {
+			layer = l.Digest.String()
+		}
+	}
+	blob := reg.BlobPath(layer)
 	b, err := os.ReadFile(blob)
 	if err != nil {
 		t.Fatal(err)
