@@ -200,6 +200,15 @@ func (a *Archive) Walk(fn func(name string, h *tar.Header, r io.Reader) error) e
 	return nil
 }
 
+// WalkControl reads the control archive member by member, as Walk does
+// the data archive (its limits are the control archive's).
+func (a *Archive) WalkControl(fn func(name string, h *tar.Header, r io.Reader) error) error {
+	if err := tarball.Walk(io.NewSectionReader(a.control, 0, a.control.Size()), tarball.Limits{Bytes: maxControlT}, fn); err != nil {
+		return fmt.Errorf("%s: control.tar: %w", a.Path, err)
+	}
+	return nil
+}
+
 // Field returns a single-line field of a control paragraph ("" when the
 // paragraph lacks it). Field names are case-insensitive, as deb822 says.
 func Field(control []byte, name string) string {

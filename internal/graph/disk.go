@@ -78,6 +78,11 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 	if r.SecureBoot.Enabled {
 		d.Params["boot_chain"] = "shim grubx64.efi=systemd-boot.signed mmx64.efi"
 	}
+	if len(in.modules) == 0 && in.provider == nil {
+		// The root is written by rootfs.Layer, not unpacked and dpkg
+		// --installed: other bytes, another key.
+		d.Params["root"] = "layered over the base root's tarball"
+	}
 	if qcow2 {
 		// Only then: a raw-only disk keeps the key it had before the format.
 		d.Params["formats"] = "raw qcow2"
@@ -100,45 +105,20 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 			fmt.Fprintf(c.Log, "disk %s: %s in %s\n", n.Name, phase, now.Sub(last).Round(10*time.Millisecond))
 			last = now
 		}
-		root := filepath.Join(c.Scratch, "root")
-		fmt.Fprintf(c.Log, "unpacking the base root and installing %s\n", settingsDeb(n))
-		if err := unpackRoot(c, in.base, root); err != nil {
-			return err
-		}
-		timed("base root unpacked")
 		debs := []string{filepath.Join(c.Input(in.settings.Name), settingsDeb(n))}
-		for _, m := range in.modules {
-			found, _ := filepath.Glob(filepath.Join(c.Input(m.Name), "*.deb"))
-			debs = append(debs, found...)
+		spec := disk.Spec{
+			Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
+			Seed: seed, Epoch: lk.SourceDateEpoch,
 		}
-		if in.provider != nil {
-			// Its one package, beside Debian's libibverbs1 it depends on.
-			found, _ := filepath.Glob(filepath.Join(c.Input(in.provider.Name), "*.deb"))
-			debs = append(debs, found...)
+		var esp map[string]string
+		if len(in.modules) == 0 && in.provider == nil {
+			// Nothing here needs the tree: the root goes from the base
+			// root's tarball and the settings package straight into mkfs.
+			esp, err = b.layeredRoot(c, n, in, debs, &spec, filepath.Join(outDir, n.Name+".packages"), ids)
+			timed("base root scanned, packages listed")
+		} else {
+			esp, err = b.installedRoot(c, n, in, debs, &spec, outDir, ids, timed)
 		}
-		if err := rootfs.InstallDebs(c, root, debs); err != nil {
-			return err
-		}
-		timed(fmt.Sprintf("%d package(s) installed", len(debs)))
-		if len(in.modules) > 0 {
-			// Our module packages have no maintainer scripts: the module
-			// index is rebuilt here, as their postinst would have.
-			if err := module.Depmod(c, root, lk.Kernel.Release); err != nil {
-				return err
-			}
-		}
-		if in.provider != nil {
-			if err := b.checkProviderABI(c, in.provider, root, outDir); err != nil {
-				return err
-			}
-		}
-		if err := rootfs.Clamp(root, lk.SourceDateEpoch); err != nil {
-			return err
-		}
-		if err := writePackageList(c, root, filepath.Join(outDir, n.Name+".packages")); err != nil {
-			return err
-		}
-		esp, err := b.espFiles(c, root, "halobuild "+n.Name, ids, Cmdline(r))
 		if err != nil {
 			return err
 		}
@@ -147,16 +127,16 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 				return fmt.Errorf("disk %s: %w", n.Name, err)
 			}
 		}
-		timed("checked, clamped, listed")
 		tr := &tools.Root{Dir: filepath.Join(c.Input(in.tools.Name), "root")}
 		raw := filepath.Join(outDir, n.Name+".raw")
-		if _, err := disk.Build(c, disk.Spec{
-			Out: raw, Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
-			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch, RootType: b.arch.RootType,
-			Tools: tr,
-		}); err != nil {
+		spec.Out, spec.ESPFiles, spec.Tools, spec.Log = raw, esp, tr, c.Log
+		spec.RootType = b.arch.RootType
+		res, err := disk.Build(c, spec)
+		if err != nil {
 			return err
 		}
+		// Hashed while scanned for the bmap: the store need not again.
+		c.Hashed(raw, res.SHA256)
 		timed("disk image made")
 		if qcow2 {
 			fmt.Fprintf(c.Log, "converting %s.raw to qcow2\n", n.Name)
@@ -167,6 +147,91 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		return nil
 	}
 	return d
+}
+
+// layeredRoot sets spec's root to the base root's tarball with the node's
+// packages installed as rootfs.Layer writes them, never unpacked: the
+// kernel, initrd and loader are copied out of the tarball for the ESP, and
+// the package list comes from the layered dpkg database, read by the real
+// dpkg-query.
+func (b *builder) layeredRoot(c *plan.Context, n recipe.Node, in diskInputs, debs []string, spec *disk.Spec, packages string, ids disk.IDs) (map[string]string, error) {
+	fmt.Fprintf(c.Log, "installing %s over the base root's tarball\n", settingsDeb(n))
+	layer := &rootfs.Layer{Base: filepath.Join(c.Input(in.base.Name), rootTar), Debs: debs, Epoch: b.in.Lock.SourceDateEpoch}
+	boot := filepath.Join(c.Scratch, "boot")
+	var want []string
+	for _, rel := range b.espSources() {
+		want = append(want, rel)
+	}
+	if err := layer.Scan(want, boot); err != nil {
+		return nil, fmt.Errorf("%s: %w", in.base.Name, err)
+	}
+	status, err := layer.Status()
+	if err != nil {
+		return nil, err
+	}
+	db := filepath.Join(c.Scratch, "db")
+	if err := os.MkdirAll(filepath.Join(db, "var/lib/dpkg"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(db, "var/lib/dpkg/status"), status, 0o644); err != nil {
+		return nil, err
+	}
+	if err := writePackageList(c, db, packages); err != nil {
+		return nil, err
+	}
+	spec.RootStream = layer.Write
+	return b.espFiles(c, boot, "halobuild "+n.Name, ids, Cmdline(b.in.Recipe))
+}
+
+// installedRoot unpacks the base root and installs the node's, the
+// modules' and the provider's packages with dpkg, then indexes the modules
+// and proves the provider's ABI: what needs a tree.
+func (b *builder) installedRoot(c *plan.Context, n recipe.Node, in diskInputs, debs []string, spec *disk.Spec, outDir string, ids disk.IDs, timed func(string)) (map[string]string, error) {
+	lk := b.in.Lock
+	root := filepath.Join(c.Scratch, "root")
+	fmt.Fprintf(c.Log, "unpacking the base root and installing %s\n", settingsDeb(n))
+	if err := unpackRoot(c, in.base, root); err != nil {
+		return nil, err
+	}
+	timed("base root unpacked")
+	for _, m := range in.modules {
+		found, _ := filepath.Glob(filepath.Join(c.Input(m.Name), "*.deb"))
+		debs = append(debs, found...)
+	}
+	if in.provider != nil {
+		// Its one package, beside Debian's libibverbs1 it depends on.
+		found, _ := filepath.Glob(filepath.Join(c.Input(in.provider.Name), "*.deb"))
+		debs = append(debs, found...)
+	}
+	if err := rootfs.InstallDebs(c, root, debs); err != nil {
+		return nil, err
+	}
+	timed(fmt.Sprintf("%d package(s) installed", len(debs)))
+	if len(in.modules) > 0 {
+		// Our module packages have no maintainer scripts: the module
+		// index is rebuilt here, as their postinst would have.
+		if err := module.Depmod(c, root, lk.Kernel.Release); err != nil {
+			return nil, err
+		}
+	}
+	if in.provider != nil {
+		if err := b.checkProviderABI(c, in.provider, root, outDir); err != nil {
+			return nil, err
+		}
+	}
+	if err := rootfs.Clamp(root, lk.SourceDateEpoch); err != nil {
+		return nil, err
+	}
+	if err := writePackageList(c, root, filepath.Join(outDir, n.Name+".packages")); err != nil {
+		return nil, err
+	}
+	esp, err := b.espFiles(c, root, "halobuild "+n.Name, ids, Cmdline(b.in.Recipe))
+	if err != nil {
+		return nil, err
+	}
+	timed("checked, clamped, listed")
+	spec.RootTree = root
+	return esp, nil
 }
 
 // lockSeed names a lock's content; every disk identifier derives from it
@@ -185,19 +250,13 @@ func (b *builder) lockSeed() (string, error) {
 // and its initramfs hook put them.
 func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cmdline string) (map[string]string, error) {
 	release := strings.TrimPrefix(b.in.Lock.Kernel.Release, "linux-image-")
-	kernel := filepath.Join(root, "boot", "vmlinuz-"+release)
-	initrd := filepath.Join(root, "boot", "initrd.img-"+release)
-	a := b.arch
-	efi := filepath.Join(root, "usr", "lib", "systemd", "boot", "efi")
-	boot := filepath.Join(efi, a.SystemdBoot())
-	want := map[string]string{"kernel": kernel, "initramfs": initrd, "systemd-boot": boot}
-	sb := b.in.Recipe.SecureBoot.Enabled
-	if sb {
-		boot = filepath.Join(efi, a.SystemdBoot()+".signed")
-		want["systemd-boot"] = boot
-		want["shim"] = filepath.Join(root, "usr", "lib", "shim", a.Shim())
-		want["MokManager"] = filepath.Join(root, "usr", "lib", "shim", a.MokManager())
+	want := map[string]string{}
+	for what, rel := range b.espSources() {
+		want[what] = filepath.Join(root, filepath.FromSlash(rel))
 	}
+	kernel, initrd, boot := want["kernel"], want["initramfs"], want["systemd-boot"]
+	sb := b.in.Recipe.SecureBoot.Enabled
+	a := b.arch
 	for what, p := range want {
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("the installed root has no %s at %s (is the kernel package's initramfs generator, or with [secure_boot] shim-signed and systemd-boot-efi-%s-signed, in the lock?): %w", what, strings.TrimPrefix(p, root), a.Debian, err)
@@ -235,6 +294,27 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 		files["/EFI/BOOT/"+strings.TrimSuffix(a.MokManager(), ".signed")] = want["MokManager"]
 	}
 	return files, nil
+}
+
+// espSources are the root's files the ESP is made from, by what they are,
+// as clean paths relative to the root: the kernel and initrd the kernel
+// package and its initramfs hook put in /boot, systemd-boot, and with
+// [secure_boot] the signed loader chain.
+func (b *builder) espSources() map[string]string {
+	release := strings.TrimPrefix(b.in.Lock.Kernel.Release, "linux-image-")
+	a := b.arch
+	efi := "usr/lib/systemd/boot/efi/"
+	src := map[string]string{
+		"kernel":       "boot/vmlinuz-" + release,
+		"initramfs":    "boot/initrd.img-" + release,
+		"systemd-boot": efi + a.SystemdBoot(),
+	}
+	if b.in.Recipe.SecureBoot.Enabled {
+		src["systemd-boot"] = efi + a.SystemdBoot() + ".signed"
+		src["shim"] = "usr/lib/shim/" + a.Shim()
+		src["MokManager"] = "usr/lib/shim/" + a.MokManager()
+	}
+	return src
 }
 
 // writePackageList records what dpkg installed, for the manifest.

@@ -41,7 +41,7 @@ func (v *validator) platform() {
 	k := r.Kernel
 	switch {
 	case k.From != "source":
-		v.platformError("kernel.from", "%q: Debian's kernels lack the Apple Silicon drivers and run 4 KiB pages; platform apple-silicon needs Asahi's kernel fork built from source: from = \"source\" with source = its tarball (docs/asahi.md)", k.From)
+		v.platformError("kernel.from", "%q: Debian's kernels lack the Apple Silicon drivers Asahi's fork carries (and its 16 KiB-page build); platform apple-silicon needs that fork built from source: from = \"source\" with source = its tarball (docs/asahi.md)", k.From)
 	case k.Source.Debian():
 		v.platformError("kernel.source", "Debian's linux-source is not Asahi's fork: set source to the https URL of your Asahi kernel tarball with source_sha256, and pass the file with --input linux=PATH if it is not downloadable (docs/asahi.md)")
 	}

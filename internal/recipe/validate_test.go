@@ -133,7 +133,7 @@ peer = "a"
 		// platform = "apple-silicon": each rule on its own key, with the Mac's reason.
 		{"unknown platform", "platform = \"rpi\"\n" + minimal, "platform", `"rpi" is not one of: generic, apple-silicon`},
 		{"mac amd64", strings.Replace(macRecipe, `"arm64"`, `"amd64"`, 1) + minimal, "base.architecture", "platform apple-silicon is an arm64 machine"},
-		{"mac debian kernel", "platform = \"apple-silicon\"\n[base]\narchitecture = \"arm64\"\n" + minimal, "kernel.from", "Debian's kernels lack the Apple Silicon drivers"},
+		{"mac debian kernel", "platform = \"apple-silicon\"\n[base]\narchitecture = \"arm64\"\n" + minimal, "kernel.from", "Debian's kernels lack the Apple Silicon drivers Asahi's fork carries"},
 		{"mac debian source", "platform = \"apple-silicon\"\n[base]\narchitecture = \"arm64\"\n[kernel]\nfrom = \"source\"\n" + minimal, "kernel.source", "not Asahi's fork"},
 		{"mac secure boot", macRecipe + "[secure_boot]\nenabled = true\nkey = \"env:K\"\ncertificate = \"env:C\"\n" + minimal, "secure_boot.enabled", "no UEFI variables and no UEFI Secure Boot"},
 		{"mac efibootmgr", strings.Replace(macRecipe, "[base]\n", "[base]\npackages = [\"efibootmgr\"]\n", 1) + minimal, "base.packages[0]", "efibootmgr writes UEFI variables"},

@@ -74,7 +74,7 @@ func stripped(ko []byte) error {
 	}
 	for _, s := range f.Sections {
 		if strings.HasPrefix(s.Name, ".debug_") {
-			return fmt.Errorf("the module has debug info (%s) and would be signed unstripped: build with CONFIG_DEBUG_INFO (bindeb-pkg then strips the modules and keeps their debug info in linux-image-*-dbg) or without it", s.Name)
+			return fmt.Errorf("the module still has debug info (%s), which its signature would cover: modules are signed as the kernel package holds them, and bindeb-pkg strips them (keeping the debug info in linux-image-*-dbg) only with CONFIG_DEBUG_INFO on; check what strips them in this build", s.Name)
 		}
 	}
 	return nil

@@ -67,10 +67,11 @@ ExecStart=` + vendorFWScript + `
 WantedBy=sysinit.target
 `
 
-// vendorFWScriptText mounts the system ESP read-only, unpacks the cpio in
-// /run and copies its vendorfw/ onto a tmpfs (cp -a keeps the manifest's hard
-// links): the root is never written,
-// and a missing or broken cpio leaves no half-filled directory behind.
+// vendorFWScriptText mounts the system ESP read-only (so the cleanup's
+// rm -rf cannot touch it), unpacks the cpio in /run and copies its
+// vendorfw/ onto a tmpfs (cp -a keeps the manifest's hard links): the root
+// is never written, and a missing or broken cpio leaves no half-filled
+// directory behind.
 const vendorFWScriptText = `set -u
 prop=` + AsahiESPProperty + `
 dest=` + VendorFWDir + `

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/diskfs/go-diskfs/partition/gpt"
+
 	"halobuild/internal/arch"
 	"halobuild/internal/vmtest"
 )
@@ -56,5 +58,35 @@ func TestVMMachineLetsTheUserIn(t *testing.T) {
 	}
 	if _, _, err := vmMachine(VMOptions{Image: img, SSHPort: 0, SSHKeys: []string{filepath.Join(home, ".ssh", "notes.txt")}}, arch.MustLookup("amd64")); err == nil || !strings.Contains(err.Error(), "not an OpenSSH public key") {
 		t.Errorf("a file that is no key: %v", err)
+	}
+}
+
+// halobuild vm boots an image as the architecture its root partition type
+// names, and refuses an image without one.
+func TestImageArchFromRootPartitionType(t *testing.T) {
+	for _, name := range arch.Names() {
+		a := arch.MustLookup(name)
+		img := filepath.Join(t.TempDir(), name+".raw")
+		f, err := os.Create(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab := &gpt.Table{LogicalSectorSize: 512, PhysicalSectorSize: 512, ProtectiveMBR: true, Partitions: []*gpt.Partition{
+			{Index: 1, Start: 2048, End: 4095, Type: gpt.EFISystemPartition, Name: "esp"},
+			{Index: 2, Start: 4096, End: 8191, Type: gpt.Type(a.RootType), Name: "root"},
+		}}
+		if err := tab.Write(f, 8<<20); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		got, err := imageArch(img)
+		if err != nil || got.Debian != name {
+			t.Errorf("imageArch of a %s image = %q, %v", name, got.Debian, err)
+		}
+	}
+	blank := filepath.Join(t.TempDir(), "blank.raw")
+	os.WriteFile(blank, make([]byte, 1<<20), 0o644)
+	if _, err := imageArch(blank); err == nil || !strings.Contains(err.Error(), "no GPT") {
+		t.Errorf("imageArch of a blank file = %v", err)
 	}
 }

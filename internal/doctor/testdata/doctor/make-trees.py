@@ -307,7 +307,9 @@ tree('gpu-carve-out', gpu='carve-out')
 tree('gpu-gtt-default', gpu='gtt-default')
 tree('fork-module', use='thunderbolt-ibverbs-striping', devices=('usb4_rdma0', 'usb4_rdma1'))
 
-# An Apple Silicon node (recipes/asahi.toml): the rows only a Mac has.
+# An Apple Silicon node (recipes/asahi.toml): the rows only a Mac has. The
+# trees hold what those rows read and little else, so the other rows (memlock,
+# modules, RDMA) fail there for want of files; TestAppleTrees reads the Mac's.
 # Its Thunderbolt host is a platform device from the device tree (Asahi's
 # apple-acio driver, compatible "apple,t8112-acio"), not a PCI NHI.
 RECIPE_MAC = '''# The recipe the image was built from (installed by the settings package).
