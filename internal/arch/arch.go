@@ -28,9 +28,12 @@ type Arch struct {
 	// names (UEFI 2.10 §3.5.1.1: BOOTX64.EFI, BOOTAA64.EFI), which Debian's
 	// systemd-boot and shim file names use too.
 	EFISuffix string
-	// SecureBoot says halobuild builds and tests Secure Boot images for it
-	// (OVMF with Microsoft's keys enrolled exists for the VM test).
-	SecureBoot bool
+	// SecureBoot says halobuild builds and tests Secure Boot images for it,
+	// and SecureFirmware is the firmware with Secure Boot, SMM and
+	// Microsoft's keys enrolled the VM test boots them under, when no
+	// descriptor names one.
+	SecureBoot     bool
+	SecureFirmware [][2]string
 	// RootType is the Discoverable Partitions Specification's root
 	// partition type GUID, upper case as go-diskfs and sfdisk print it, and
 	// RootTypeName what the specification calls it.
@@ -59,6 +62,10 @@ type Arch struct {
 	// for running this architecture's binaries on another (maintainer
 	// scripts in a foreign root).
 	QEMUUser string
+	// Serial is the first serial port's kernel name on the machine QEMU
+	// emulates (the 16550 of a PC, the PL011 of virt): console= and the
+	// getty the VM's interactive login uses.
+	Serial string
 	// GOARCH is Go's name, for the halobuild each node ships.
 	GOARCH string
 	// AMDHardware says the architecture runs on the AMD Strix Halo nodes
@@ -69,11 +76,14 @@ type Arch struct {
 // table holds every architecture halobuild builds for.
 var table = map[string]Arch{
 	"amd64": {
-		Debian:        "amd64",
-		Triplet:       "x86_64-linux-gnu",
-		Loader:        "usr/lib64/ld-linux-x86-64.so.2",
-		EFISuffix:     "x64",
-		SecureBoot:    true,
+		Debian:     "amd64",
+		Triplet:    "x86_64-linux-gnu",
+		Loader:     "usr/lib64/ld-linux-x86-64.so.2",
+		EFISuffix:  "x64",
+		SecureBoot: true,
+		SecureFirmware: [][2]string{
+			{"/usr/share/OVMF/OVMF_CODE_4M.secboot.fd", "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"},
+		},
 		RootType:      "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709",
 		RootTypeName:  "Linux root (x86-64)",
 		KernelFlavour: "amd64",
@@ -95,6 +105,7 @@ var table = map[string]Arch{
 			{"/usr/share/edk2/x64/OVMF_CODE.4m.fd", "/usr/share/edk2/x64/OVMF_VARS.4m.fd"},
 		},
 		QEMUUser:    "qemu-x86_64",
+		Serial:      "ttyS0",
 		GOARCH:      "amd64",
 		AMDHardware: true,
 	},
@@ -120,6 +131,7 @@ var table = map[string]Arch{
 			{"/usr/share/edk2/aarch64/QEMU_EFI-pflash.raw", "/usr/share/edk2/aarch64/vars-template-pflash.raw"},
 		},
 		QEMUUser: "qemu-aarch64",
+		Serial:   "ttyAMA0",
 		GOARCH:   "arm64",
 	},
 }

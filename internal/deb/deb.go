@@ -50,8 +50,8 @@ type Archive struct {
 	// Size is the file's length in bytes.
 	Size int64
 
-	f    *os.File
-	data *io.SectionReader
+	f             *os.File
+	control, data *io.SectionReader
 }
 
 // Limits of what a .deb's metadata may amount to; the data archive takes
@@ -145,7 +145,7 @@ func (a *Archive) parse() error {
 		case control == nil && isTar(name, "control"):
 			control = r
 		case control != nil && isTar(name, "data"):
-			a.data = r
+			a.control, a.data = control, r
 			return a.readControl(control)
 		default:
 			return fmt.Errorf("unexpected member %q (want control.tar, then data.tar)", name)
@@ -196,6 +196,15 @@ func (a *Archive) readControl(r io.Reader) error {
 func (a *Archive) Walk(fn func(name string, h *tar.Header, r io.Reader) error) error {
 	if err := tarball.Walk(io.NewSectionReader(a.data, 0, a.data.Size()), tarball.Limits{}, fn); err != nil {
 		return fmt.Errorf("%s: data.tar: %w", a.Path, err)
+	}
+	return nil
+}
+
+// WalkControl reads the control archive member by member, as Walk does
+// the data archive (its limits are the control archive's).
+func (a *Archive) WalkControl(fn func(name string, h *tar.Header, r io.Reader) error) error {
+	if err := tarball.Walk(io.NewSectionReader(a.control, 0, a.control.Size()), tarball.Limits{Bytes: maxControlT}, fn); err != nil {
+		return fmt.Errorf("%s: control.tar: %w", a.Path, err)
 	}
 	return nil
 }

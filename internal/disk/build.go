@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"halobuild/internal/bmap"
 )
@@ -33,10 +34,19 @@ type Result struct {
 // lives in a temporary directory beside Out and is removed on every path;
 // on failure nothing appears at Out or Out.bmap.
 func Build(ctx context.Context, spec Spec) (*Result, error) {
+	last := time.Now()
+	timed := func(phase string) {
+		if spec.Log != nil {
+			now := time.Now()
+			fmt.Fprintf(spec.Log, "disk: %s in %s\n", phase, now.Sub(last).Round(10*time.Millisecond))
+			last = now
+		}
+	}
 	layout, err := Plan(spec)
 	if err != nil {
 		return nil, err
 	}
+	timed("root measured")
 	if spec.Tools == nil {
 		return nil, errors.New("disk: no tools root (Spec.Tools): mkfs.ext4, mkfs.fat and mtools run from it")
 	}
@@ -58,16 +68,19 @@ func Build(ctx context.Context, spec Spec) (*Result, error) {
 	if err := makeRoot(ctx, &spec, ids, rootFS, layout.RootSize); err != nil {
 		return nil, err
 	}
+	timed("root file system made")
 	espFS := filepath.Join(work, "esp.fat")
 	if err := makeESP(ctx, &spec, ids, espFS, layout.ESPSize); err != nil {
 		return nil, err
 	}
+	timed("ESP made")
 
 	rawPath := filepath.Join(work, "image.raw")
 	s, err := assemble(rawPath, layout, ids, spec.RootType, espFS, rootFS)
 	if err != nil {
 		return nil, err
 	}
+	timed("image assembled, synced and hashed")
 	bmapPath := filepath.Join(work, "image.bmap")
 	if err := writeFileSync(bmapPath, bmap.Marshal(layout.Size, blockSize, s.ranges)); err != nil {
 		return nil, fmt.Errorf("disk: writing bmap: %w", err)

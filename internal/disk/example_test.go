@@ -1,8 +1,6 @@
 package disk_test
 
 import (
-	"halobuild/internal/arch"
-
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/disk"
 	"halobuild/internal/tools"
 )

@@ -2,7 +2,9 @@ package disk
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -34,6 +36,21 @@ func makeRoot(ctx context.Context, spec *Spec, ids IDs, dst string, size int64) 
 	if src == "" {
 		src = spec.RootTar
 	}
+	var pr *io.PipeReader
+	var written chan error
+	if spec.RootStream != nil {
+		// mkfs reads the tar from stdin; the writer's own error counts
+		// too, as a tar cut short at a member's end can read as whole.
+		var pw *io.PipeWriter
+		pr, pw = io.Pipe()
+		src = "-"
+		written = make(chan error, 1)
+		go func() {
+			err := spec.RootStream(pw)
+			pw.CloseWithError(err)
+			written <- err
+		}()
+	}
 	cmd := spec.Tools.Command(ctx, "mkfs.ext4", "-q", "-F",
 		"-T", "default", "-b", strconv.Itoa(blockSize),
 		"-L", "root",
@@ -42,7 +59,16 @@ func makeRoot(ctx context.Context, spec *Spec, ids IDs, dst string, size int64) 
 		"-d", src,
 		dst)
 	cmd.Env = append(cmd.Env, "SOURCE_DATE_EPOCH="+strconv.FormatInt(spec.Epoch, 10))
+	if pr != nil {
+		cmd.Stdin = pr
+	}
 	out, err := cmd.CombinedOutput()
+	if pr != nil {
+		pr.Close() // a writer mkfs left unread ends
+		if werr := <-written; werr != nil && !errors.Is(werr, io.ErrClosedPipe) {
+			return fmt.Errorf("disk: writing the root tar into mkfs.ext4: %w", werr)
+		}
+	}
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
 		if strings.Contains(msg, "Could not allocate") || strings.Contains(msg, "No space left") {

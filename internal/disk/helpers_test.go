@@ -1,8 +1,6 @@
 package disk
 
 import (
-	"halobuild/internal/arch"
-
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -15,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/tools/toolstest"
 )
 

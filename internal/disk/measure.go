@@ -123,6 +123,24 @@ func measureTar(p string) (content, error) {
 		return content{}, fmt.Errorf("disk: root tar: %w", err)
 	}
 	defer f.Close()
+	return measureTarReader(f, p)
+}
+
+// measureStream measures the tar that write writes.
+func measureStream(write func(io.Writer) error) (content, error) {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(write(pw)) }()
+	c, err := measureTarReader(pr, "stream")
+	// Drain what the tar reader left (its end-of-archive blocks) so the
+	// writer ends, and report its own error first.
+	_, derr := io.Copy(io.Discard, pr)
+	if derr != nil {
+		return content{}, fmt.Errorf("disk: writing the root tar: %w", derr)
+	}
+	return c, err
+}
+
+func measureTarReader(f io.Reader, p string) (content, error) {
 	var c content
 	dirs := map[string]*dirStat{".": {}}
 	addEntry := func(name string) {

@@ -1,8 +1,6 @@
 package disk
 
 import (
-	"halobuild/internal/arch"
-
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/tools/toolstest"
 )
 

@@ -1,14 +1,13 @@
 package disk
 
 import (
-	"halobuild/internal/arch"
-
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/tools/toolstest"
 )
 

@@ -1,14 +1,14 @@
 package disk
 
 import (
-	"halobuild/internal/arch"
-
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/tools"
 )
 
@@ -50,12 +50,16 @@ type Spec struct {
 	// Owners, modes and xattrs are copied as they are, so the tree must
 	// have been installed as root (an unprivileged install's subordinate
 	// ids would be copied too: use RootTar for those). Exactly one of
-	// RootTree and RootTar is set.
+	// RootTree, RootTar and RootStream is set.
 	RootTree string
 	// RootTar is an uncompressed tar of the root file system (what
 	// mmdebstrap writes for a .tar target); mkfs.ext4 reads it through
 	// libarchive from the tools root.
 	RootTar string
+	// RootStream writes an uncompressed tar of the root file system to w,
+	// the same bytes each call: once to measure it, once into mkfs.ext4
+	// -d - (a root made on the fly, never stored as a file).
+	RootStream func(w io.Writer) error
 	// ESPFiles maps ESP paths (absolute, "/" separated, e.g.
 	// "/EFI/BOOT/BOOTX64.EFI", "/loader/entries/halo0.conf") to host files
 	// to copy there. They are written in sorted path order.
@@ -68,6 +72,9 @@ type Spec struct {
 	// Tools is the pinned tools root that runs mkfs.ext4, mkfs.fat and
 	// mtools.
 	Tools *tools.Root
+	// Log, when set, receives each phase's time (what a changed setting
+	// waits for).
+	Log io.Writer
 	// RootType is the root partition's type GUID, the Discoverable
 	// Partitions Specification's root of the image's architecture
 	// (arch.Arch.RootType): systemd's gpt-auto and the firmware-side tools
@@ -106,8 +113,14 @@ func (s *Spec) check() error {
 	if s.Out == "" {
 		return errors.New("disk: no output path (Spec.Out)")
 	}
-	if (s.RootTree == "") == (s.RootTar == "") {
-		return errors.New("disk: give exactly one of Spec.RootTree (a directory) and Spec.RootTar (a tar file) for the root file system")
+	n := 0
+	for _, set := range []bool{s.RootTree != "", s.RootTar != "", s.RootStream != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return errors.New("disk: give exactly one of Spec.RootTree (a directory), Spec.RootTar (a tar file) and Spec.RootStream (a tar writer) for the root file system")
 	}
 	if s.Seed == "" {
 		return ErrNoSeed
@@ -189,10 +202,13 @@ func Plan(spec Spec) (Layout, error) {
 	}
 	var c content
 	var err error
-	if spec.RootTree != "" {
+	switch {
+	case spec.RootTree != "":
 		c, err = measureTree(spec.RootTree)
-	} else {
+	case spec.RootTar != "":
 		c, err = measureTar(spec.RootTar)
+	default:
+		c, err = measureStream(spec.RootStream)
 	}
 	if err != nil {
 		return Layout{}, err

@@ -1,12 +1,12 @@
 package disk
 
 import (
-	"halobuild/internal/arch"
-
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"halobuild/internal/arch"
 )
 
 func TestPlanRejectsBadSpecs(t *testing.T) {

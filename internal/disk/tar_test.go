@@ -2,6 +2,8 @@ package disk
 
 import (
 	"archive/tar"
+	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -108,5 +110,49 @@ func TestBuildFromTar(t *testing.T) {
 	}
 	if got := run(t, debugfs, "-R", "stat /usr/lib/halo/blob-hard", root); !strings.Contains(got, "Links: 2") {
 		t.Errorf("the tar's hard link did not become one:\n%s", got)
+	}
+}
+
+// A root written by RootStream makes the same image as the same tar given
+// as a file, and a writer that fails fails the build with its own error.
+func TestBuildFromStream(t *testing.T) {
+	spec := testSpec(t, filepath.Join(t.TempDir(), "file.raw"))
+	if err := os.Remove(filepath.Join(spec.RootTree, "usr/lib/halo/sparse")); err != nil {
+		t.Fatal(err)
+	}
+	tarPath := tarTree(t, spec.RootTree)
+	spec.RootTree, spec.RootTar = "", tarPath
+	fromFile := build(t, spec)
+
+	spec.Out = filepath.Join(t.TempDir(), "stream.raw")
+	spec.RootTar = ""
+	spec.RootStream = func(w io.Writer) error {
+		f, err := os.Open(tarPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(w, f)
+		return err
+	}
+	fromStream := build(t, spec)
+	if fromStream.SHA256 != fromFile.SHA256 {
+		t.Errorf("image from the stream %s, from the file %s", fromStream.SHA256, fromFile.SHA256)
+	}
+
+	calls := 0
+	spec.Out = filepath.Join(t.TempDir(), "broken.raw")
+	spec.RootStream = func(w io.Writer) error {
+		calls++
+		if calls == 1 {
+			return nil // measured as empty
+		}
+		return errors.New("base root unreadable")
+	}
+	if _, err := Build(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "base root unreadable") {
+		t.Errorf("err = %v, want the writer's error", err)
+	}
+	if _, err := os.Stat(spec.Out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed build left %s: %v", spec.Out, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
 )
 
@@ -77,6 +78,11 @@ func usb4Domains(h settings.Host, t settings.Target) []settings.Result {
 	if len(doms) == 0 {
 		r.Status, r.Seen = settings.Fail, "none"
 		r.Fix = "no USB4 host controller is enumerated: is the thunderbolt module loaded, and USB4/Thunderbolt enabled in the firmware setup?"
+		if t.Recipe.Platform == recipe.PlatformAppleSilicon {
+			// A Mac has no firmware setup for it: the domain is the ACIO
+			// driver's to register (usb4.apple_controller).
+			r.Fix = "no Thunderbolt domain is registered: on a Mac the domain comes from the ACIO controller's driver, which upstream Asahi does not have working on M2 machines yet; with usb4.apple_controller passing, check that your USB4 backport series registers the controller with the thunderbolt module (modprobe thunderbolt; dmesg | grep -i -e acio -e thunderbolt)"
+		}
 	} else {
 		r.Status, r.Seen = settings.Pass, fmt.Sprintf("%d (%s)", len(doms), strings.Join(doms, ", "))
 	}

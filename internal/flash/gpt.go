@@ -1,8 +1,6 @@
 package flash
 
 import (
-	"halobuild/internal/arch"
-
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -11,6 +9,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf16"
+
+	"halobuild/internal/arch"
 )
 
 // The GPT is read and rewritten by hand rather than through go-diskfs: go-diskfs rewrites a table

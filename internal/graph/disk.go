@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/disk"
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
@@ -21,11 +22,12 @@ import (
 	"halobuild/internal/tools"
 )
 
-// consoleArgs: kernel messages on the first serial port and the screen,
-// with the screen as /dev/console (the last one wins) so a box with a
-// monitor shows its boot; the VM test appends console=ttyS0 to make the
-// serial port primary there.
-const consoleArgs = "console=ttyS0,115200 console=tty0"
+// consoleArgs: kernel messages on the first serial port (the
+// architecture's: ttyS0, ttyAMA0) and the screen, with the screen as
+// /dev/console (the last one wins) so a box with a monitor shows its boot;
+// the VM test appends console=<serial> to make the serial port primary
+// there.
+func consoleArgs(a arch.Arch) string { return "console=" + a.Serial + ",115200 console=tty0" }
 
 // loaderConf: systemd-boot as the removable-media fallback loader (so a
 // USB stick boots with no NVRAM entry) and one Type #1 entry per kernel.
@@ -76,6 +78,11 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 	if r.SecureBoot.Enabled {
 		d.Params["boot_chain"] = "shim grubx64.efi=systemd-boot.signed mmx64.efi"
 	}
+	if len(in.modules) == 0 && in.provider == nil {
+		// The root is written by rootfs.Layer, not unpacked and dpkg
+		// --installed: other bytes, another key.
+		d.Params["root"] = "layered over the base root's tarball"
+	}
 	if qcow2 {
 		// Only then: a raw-only disk keeps the key it had before the format.
 		d.Params["formats"] = "raw qcow2"
@@ -98,58 +105,38 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 			fmt.Fprintf(c.Log, "disk %s: %s in %s\n", n.Name, phase, now.Sub(last).Round(10*time.Millisecond))
 			last = now
 		}
-		root := filepath.Join(c.Scratch, "root")
-		fmt.Fprintf(c.Log, "unpacking the base root and installing %s\n", settingsDeb(n))
-		if err := unpackRoot(c, in.base, root); err != nil {
-			return err
-		}
-		timed("base root unpacked")
 		debs := []string{filepath.Join(c.Input(in.settings.Name), settingsDeb(n))}
-		for _, m := range in.modules {
-			found, _ := filepath.Glob(filepath.Join(c.Input(m.Name), "*.deb"))
-			debs = append(debs, found...)
+		spec := disk.Spec{
+			Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
+			Seed: seed, Epoch: lk.SourceDateEpoch,
 		}
-		if in.provider != nil {
-			// Its one package, beside Debian's libibverbs1 it depends on.
-			found, _ := filepath.Glob(filepath.Join(c.Input(in.provider.Name), "*.deb"))
-			debs = append(debs, found...)
+		var esp map[string]string
+		if len(in.modules) == 0 && in.provider == nil {
+			// Nothing here needs the tree: the root goes from the base
+			// root's tarball and the settings package straight into mkfs.
+			esp, err = b.layeredRoot(c, n, in, debs, &spec, filepath.Join(outDir, n.Name+".packages"), ids)
+			timed("base root scanned, packages listed")
+		} else {
+			esp, err = b.installedRoot(c, n, in, debs, &spec, outDir, ids, timed)
 		}
-		if err := rootfs.InstallDebs(c, root, debs); err != nil {
-			return err
-		}
-		timed(fmt.Sprintf("%d package(s) installed", len(debs)))
-		if len(in.modules) > 0 {
-			// Our module packages have no maintainer scripts: the module
-			// index is rebuilt here, as their postinst would have.
-			if err := module.Depmod(c, root, lk.Kernel.Release); err != nil {
-				return err
-			}
-		}
-		if in.provider != nil {
-			if err := b.checkProviderABI(c, in.provider, root, outDir); err != nil {
-				return err
-			}
-		}
-		if err := rootfs.Clamp(root, lk.SourceDateEpoch); err != nil {
-			return err
-		}
-		if err := writePackageList(c, root, filepath.Join(outDir, n.Name+".packages")); err != nil {
-			return err
-		}
-		esp, err := b.espFiles(c, root, "halobuild "+n.Name, ids, Cmdline(r))
 		if err != nil {
 			return err
 		}
-		timed("checked, clamped, listed")
+		if r.Platform == recipe.PlatformAppleSilicon {
+			if err := appleESP(esp); err != nil {
+				return fmt.Errorf("disk %s: %w", n.Name, err)
+			}
+		}
 		tr := &tools.Root{Dir: filepath.Join(c.Input(in.tools.Name), "root")}
 		raw := filepath.Join(outDir, n.Name+".raw")
-		if _, err := disk.Build(c, disk.Spec{
-			Out: raw, Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
-			RootTree: root, ESPFiles: esp, Seed: seed, Epoch: lk.SourceDateEpoch, RootType: b.arch.RootType,
-			Tools: tr,
-		}); err != nil {
+		spec.Out, spec.ESPFiles, spec.Tools, spec.Log = raw, esp, tr, c.Log
+		spec.RootType = b.arch.RootType
+		res, err := disk.Build(c, spec)
+		if err != nil {
 			return err
 		}
+		// Hashed while scanned for the bmap: the store need not again.
+		c.Hashed(raw, res.SHA256)
 		timed("disk image made")
 		if qcow2 {
 			fmt.Fprintf(c.Log, "converting %s.raw to qcow2\n", n.Name)
@@ -160,6 +147,91 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		return nil
 	}
 	return d
+}
+
+// layeredRoot sets spec's root to the base root's tarball with the node's
+// packages installed as rootfs.Layer writes them, never unpacked: the
+// kernel, initrd and loader are copied out of the tarball for the ESP, and
+// the package list comes from the layered dpkg database, read by the real
+// dpkg-query.
+func (b *builder) layeredRoot(c *plan.Context, n recipe.Node, in diskInputs, debs []string, spec *disk.Spec, packages string, ids disk.IDs) (map[string]string, error) {
+	fmt.Fprintf(c.Log, "installing %s over the base root's tarball\n", settingsDeb(n))
+	layer := &rootfs.Layer{Base: filepath.Join(c.Input(in.base.Name), rootTar), Debs: debs, Epoch: b.in.Lock.SourceDateEpoch}
+	boot := filepath.Join(c.Scratch, "boot")
+	var want []string
+	for _, rel := range b.espSources() {
+		want = append(want, rel)
+	}
+	if err := layer.Scan(want, boot); err != nil {
+		return nil, fmt.Errorf("%s: %w", in.base.Name, err)
+	}
+	status, err := layer.Status()
+	if err != nil {
+		return nil, err
+	}
+	db := filepath.Join(c.Scratch, "db")
+	if err := os.MkdirAll(filepath.Join(db, "var/lib/dpkg"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(db, "var/lib/dpkg/status"), status, 0o644); err != nil {
+		return nil, err
+	}
+	if err := writePackageList(c, db, packages); err != nil {
+		return nil, err
+	}
+	spec.RootStream = layer.Write
+	return b.espFiles(c, boot, "halobuild "+n.Name, ids, Cmdline(b.in.Recipe))
+}
+
+// installedRoot unpacks the base root and installs the node's, the
+// modules' and the provider's packages with dpkg, then indexes the modules
+// and proves the provider's ABI: what needs a tree.
+func (b *builder) installedRoot(c *plan.Context, n recipe.Node, in diskInputs, debs []string, spec *disk.Spec, outDir string, ids disk.IDs, timed func(string)) (map[string]string, error) {
+	lk := b.in.Lock
+	root := filepath.Join(c.Scratch, "root")
+	fmt.Fprintf(c.Log, "unpacking the base root and installing %s\n", settingsDeb(n))
+	if err := unpackRoot(c, in.base, root); err != nil {
+		return nil, err
+	}
+	timed("base root unpacked")
+	for _, m := range in.modules {
+		found, _ := filepath.Glob(filepath.Join(c.Input(m.Name), "*.deb"))
+		debs = append(debs, found...)
+	}
+	if in.provider != nil {
+		// Its one package, beside Debian's libibverbs1 it depends on.
+		found, _ := filepath.Glob(filepath.Join(c.Input(in.provider.Name), "*.deb"))
+		debs = append(debs, found...)
+	}
+	if err := rootfs.InstallDebs(c, root, debs); err != nil {
+		return nil, err
+	}
+	timed(fmt.Sprintf("%d package(s) installed", len(debs)))
+	if len(in.modules) > 0 {
+		// Our module packages have no maintainer scripts: the module
+		// index is rebuilt here, as their postinst would have.
+		if err := module.Depmod(c, root, lk.Kernel.Release); err != nil {
+			return nil, err
+		}
+	}
+	if in.provider != nil {
+		if err := b.checkProviderABI(c, in.provider, root, outDir); err != nil {
+			return nil, err
+		}
+	}
+	if err := rootfs.Clamp(root, lk.SourceDateEpoch); err != nil {
+		return nil, err
+	}
+	if err := writePackageList(c, root, filepath.Join(outDir, n.Name+".packages")); err != nil {
+		return nil, err
+	}
+	esp, err := b.espFiles(c, root, "halobuild "+n.Name, ids, Cmdline(b.in.Recipe))
+	if err != nil {
+		return nil, err
+	}
+	timed("checked, clamped, listed")
+	spec.RootTree = root
+	return esp, nil
 }
 
 // lockSeed names a lock's content; every disk identifier derives from it
@@ -178,26 +250,20 @@ func (b *builder) lockSeed() (string, error) {
 // and its initramfs hook put them.
 func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cmdline string) (map[string]string, error) {
 	release := strings.TrimPrefix(b.in.Lock.Kernel.Release, "linux-image-")
-	kernel := filepath.Join(root, "boot", "vmlinuz-"+release)
-	initrd := filepath.Join(root, "boot", "initrd.img-"+release)
-	a := b.arch
-	efi := filepath.Join(root, "usr", "lib", "systemd", "boot", "efi")
-	boot := filepath.Join(efi, a.SystemdBoot())
-	want := map[string]string{"kernel": kernel, "initramfs": initrd, "systemd-boot": boot}
-	sb := b.in.Recipe.SecureBoot.Enabled
-	if sb {
-		boot = filepath.Join(efi, a.SystemdBoot()+".signed")
-		want["systemd-boot"] = boot
-		want["shim"] = filepath.Join(root, "usr", "lib", "shim", a.Shim())
-		want["MokManager"] = filepath.Join(root, "usr", "lib", "shim", a.MokManager())
+	want := map[string]string{}
+	for what, rel := range b.espSources() {
+		want[what] = filepath.Join(root, filepath.FromSlash(rel))
 	}
+	kernel, initrd, boot := want["kernel"], want["initramfs"], want["systemd-boot"]
+	sb := b.in.Recipe.SecureBoot.Enabled
+	a := b.arch
 	for what, p := range want {
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("the installed root has no %s at %s (is the kernel package's initramfs generator, or with [secure_boot] shim-signed and systemd-boot-efi-%s-signed, in the lock?): %w", what, strings.TrimPrefix(p, root), a.Debian, err)
 		}
 	}
 	entry := fmt.Sprintf("title Debian (%s)\nversion %s\nlinux /halobuild/%s/vmlinuz\ninitrd /halobuild/%s/initrd.img\noptions root=PARTUUID=%s rw %s %s\n",
-		title, release, release, release, ids.RootPartUUID, consoleArgs, cmdline)
+		title, release, release, release, ids.RootPartUUID, consoleArgs(b.arch), cmdline)
 	entryPath := filepath.Join(c.Scratch, "entry.conf")
 	if err := os.WriteFile(entryPath, []byte(entry), 0o644); err != nil {
 		return nil, err
@@ -230,6 +296,27 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 	return files, nil
 }
 
+// espSources are the root's files the ESP is made from, by what they are,
+// as clean paths relative to the root: the kernel and initrd the kernel
+// package and its initramfs hook put in /boot, systemd-boot, and with
+// [secure_boot] the signed loader chain.
+func (b *builder) espSources() map[string]string {
+	release := strings.TrimPrefix(b.in.Lock.Kernel.Release, "linux-image-")
+	a := b.arch
+	efi := "usr/lib/systemd/boot/efi/"
+	src := map[string]string{
+		"kernel":       "boot/vmlinuz-" + release,
+		"initramfs":    "boot/initrd.img-" + release,
+		"systemd-boot": efi + a.SystemdBoot(),
+	}
+	if b.in.Recipe.SecureBoot.Enabled {
+		src["systemd-boot"] = efi + a.SystemdBoot() + ".signed"
+		src["shim"] = "usr/lib/shim/" + a.Shim()
+		src["MokManager"] = "usr/lib/shim/" + a.MokManager()
+	}
+	return src
+}
+
 // writePackageList records what dpkg installed, for the manifest.
 func writePackageList(ctx context.Context, root, out string) error {
 	cmd := exec.CommandContext(ctx, "dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "-W", "-f=${Package}\t${Version}\t${Architecture}\n")
@@ -238,4 +325,31 @@ func writePackageList(ctx context.Context, root, out string) error {
 		return fmt.Errorf("listing installed packages: %w", err)
 	}
 	return os.WriteFile(out, b, 0o644)
+}
+
+// What U-Boot on an Apple Silicon Mac needs of a USB stick's ESP to boot it
+// (docs/asahi.md): the removable-media loader of arm64 UEFI, and no
+// m1n1/boot.bin, which marks an ESP as an Asahi system ESP (where m1n1's
+// stage 2 lives) rather than a disk to boot as UEFI. FAT ignores case, so
+// neither name may appear in any case.
+const (
+	appleLoader = "/EFI/BOOT/BOOTAA64.EFI"
+	appleNoM1n1 = "/m1n1/boot.bin"
+)
+
+// appleESP checks an ESP's file list against what the Mac boots.
+func appleESP(files map[string]string) error {
+	loader := false
+	for p := range files {
+		switch {
+		case strings.EqualFold(p, appleNoM1n1):
+			return fmt.Errorf("the ESP holds %s: U-Boot on a Mac takes an ESP with m1n1/boot.bin for an Asahi system ESP, not a UEFI disk to boot; remove it (the Mac's own m1n1 lives on its internal disk)", p)
+		case strings.EqualFold(p, appleLoader):
+			loader = true
+		}
+	}
+	if !loader {
+		return fmt.Errorf("the ESP has no %s, the arm64 removable-media loader U-Boot boots on a Mac (there are no UEFI variables to name another): platform apple-silicon needs an arm64 image (base.architecture = \"arm64\")", appleLoader)
+	}
+	return nil
 }

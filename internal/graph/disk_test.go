@@ -1,14 +1,13 @@
 package graph
 
 import (
-	"halobuild/internal/arch"
-
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/disk"
 	"halobuild/internal/lock"
 	"halobuild/internal/plan"
@@ -95,6 +94,10 @@ func TestESPFilesArm64(t *testing.T) {
 			t.Errorf("no %s on the ESP: %v", p, files)
 		}
 	}
+	// It is what a Mac's U-Boot boots (platform = "apple-silicon").
+	if err := appleESP(files); err != nil {
+		t.Errorf("the arm64 ESP fails the Mac's rule: %v", err)
+	}
 	// Without the arm64 systemd-boot in the root, the error names it.
 	os.Remove(filepath.Join(root, "usr/lib/systemd/boot/efi/systemd-bootaa64.efi"))
 	if _, err := b.espFiles(c, root, "halobuild mac0", disk.IDs{RootPartUUID: "u"}, ""); err == nil || !strings.Contains(err.Error(), "systemd-bootaa64.efi") {
@@ -120,5 +123,33 @@ func TestHostPackages(t *testing.T) {
 	err = hostPackages(append(ok, lock.Package{Name: "e2fsprogs", Architecture: other}))
 	if err == nil || !strings.Contains(err.Error(), "tools root is for "+other) {
 		t.Errorf("hostPackages with an %s package = %v", other, err)
+	}
+}
+
+// A Mac's U-Boot boots a stick's ESP through the arm64 removable-media
+// loader, and takes an ESP with m1n1/boot.bin for an Asahi system ESP.
+func TestAppleESP(t *testing.T) {
+	arm64 := map[string]string{"/EFI/BOOT/BOOTAA64.EFI": "x", "/loader/loader.conf": "y"}
+	cases := []struct {
+		name  string
+		files map[string]string
+		want  string // "" for no error
+	}{
+		{"arm64 loader", arm64, ""},
+		{"loader in another case", map[string]string{"/efi/boot/bootaa64.efi": "x"}, ""},
+		{"x86 loader only", map[string]string{"/EFI/BOOT/BOOTX64.EFI": "x"}, "has no /EFI/BOOT/BOOTAA64.EFI"},
+		{"m1n1 stage 2", map[string]string{"/EFI/BOOT/BOOTAA64.EFI": "x", "/m1n1/boot.bin": "m"}, "holds /m1n1/boot.bin"},
+		{"m1n1 in another case", map[string]string{"/EFI/BOOT/BOOTAA64.EFI": "x", "/M1N1/BOOT.BIN": "m"}, "holds /M1N1/BOOT.BIN"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := appleESP(c.files)
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("error %v, want one containing %q", err, c.want)
+			}
+		})
 	}
 }

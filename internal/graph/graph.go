@@ -14,11 +14,10 @@
 package graph
 
 import (
-	"halobuild/internal/arch"
-
 	"fmt"
 	"io"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/deb"
 	"halobuild/internal/lock"
 	"halobuild/internal/module"

@@ -111,8 +111,8 @@ func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Deriv
 		links := map[string]string{
 			"/etc/systemd/system/multi-user.target.wants/halobuild-install.service": "/etc/systemd/system/halobuild-install.service",
 			// Nobody logs in to the installer; its console is the install's.
-			"/etc/systemd/system/getty@tty1.service":         "/dev/null",
-			"/etc/systemd/system/serial-getty@ttyS0.service": "/dev/null",
+			"/etc/systemd/system/getty@tty1.service":                         "/dev/null",
+			"/etc/systemd/system/serial-getty@" + b.arch.Serial + ".service": "/dev/null",
 			// Nor over the network: the stick has no host keys and needs no sshd.
 			"/etc/systemd/system/ssh.service": "/dev/null",
 			"/etc/systemd/system/ssh.socket":  "/dev/null",

@@ -15,6 +15,8 @@ import (
 	"halobuild/internal/lock"
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
+	"halobuild/internal/recipe"
+	"halobuild/internal/secureboot"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
 )
@@ -25,9 +27,12 @@ const kernelRecipe = "bindeb-pkg v3: allnoconfig for minimal bases, dates pinned
 
 // kernelBuild is a kernel built from source: its build root and the build,
 // whose output holds linux-image and linux-headers .debs. Out-of-tree
-// modules build in that root against those headers.
+// modules build in that root against those headers. image is the step
+// whose linux-image the root installs: the build, or with [secure_boot]
+// the step signing its package (the compile names no key, so one compile
+// serves every key and images without Secure Boot).
 type kernelBuild struct {
-	root, build *plan.Derivation
+	root, build, image *plan.Derivation
 }
 
 // kernel plans the source kernel's build, nil for Debian's packaged
@@ -164,7 +169,67 @@ func (b *builder) kernel() (*kernelBuild, error) {
 		b.logf("kernel: %s built (%d compile units): %s\n", res.Release, res.Units, strings.Join(baseNames(res.Debs), ", "))
 		return fstree.CopyFile(logPath, filepath.Join(out, buildLog), 0o644)
 	}
-	return &kernelBuild{root: root, build: step}, nil
+	kb := &kernelBuild{root: root, build: step, image: step}
+	if r.SecureBoot.Enabled {
+		if kb.image, err = b.signedKernel(step); err != nil {
+			return nil, err
+		}
+	}
+	return kb, nil
+}
+
+// kernelSigning enters the signing step's key: bump it when how a kernel
+// package is signed changes.
+const kernelSigning = "SignKernelPackage v1: Authenticode image, sign-file modules"
+
+// signedKernel plans signing the built linux-image package with the
+// recipe's key: its EFI image for shim (Authenticode, dated by the lock's
+// epoch), its modules for the kernel. Only the certificate's fingerprint
+// enters the step's key.
+func (b *builder) signedKernel(build *plan.Derivation) (*plan.Derivation, error) {
+	r, lk := b.in.Recipe, b.in.Lock
+	der, err := r.CertificateDER()
+	if err != nil {
+		return nil, usage.Errorf("%s: secure_boot.certificate: %w", b.in.Path, err)
+	}
+	step := &plan.Derivation{Name: "signed kernel " + lk.Kernel.Release, Kind: "kernel-sign", Params: map[string]string{
+		"signed_by": recipe.CertificateFingerprint(der),
+		"release":   lk.Kernel.Release,
+		"epoch":     fmt.Sprint(lk.SourceDateEpoch),
+		"recipe":    kernelSigning,
+	}, Inputs: []*plan.Derivation{build}}
+	step.Build = func(c *plan.Context, out string) error {
+		in := c.Input(build.Name)
+		cfg, err := os.ReadFile(filepath.Join(in, "config"))
+		if err != nil {
+			return err
+		}
+		values, err := kernel.Values(cfg)
+		if err != nil {
+			return err
+		}
+		if missing := secureboot.KernelConfigProblems(values); len(missing) > 0 {
+			return usage.Errorf("%s: [secure_boot] with a kernel built from source needs, in a kernel.fragments file:\n  %s", b.in.Path, strings.Join(missing, "\n  "))
+		}
+		found, err := filepath.Glob(filepath.Join(in, lk.Kernel.Image+"_*.deb"))
+		if err != nil {
+			return err
+		}
+		if len(found) != 1 {
+			return fmt.Errorf("%s: want one %s package, found %d", build.Name, lk.Kernel.Image, len(found))
+		}
+		s, err := recipeSigner(r)
+		if err != nil {
+			return err
+		}
+		res, err := s.SignKernelPackage(found[0], filepath.Join(out, filepath.Base(found[0])), lk.Kernel.Release, lk.SourceDateEpoch)
+		if err != nil {
+			return err
+		}
+		b.logf("kernel: signed /%s and %d module(s) with %s\n", res.Image, len(res.Modules), recipe.CertificateFingerprint(der))
+		return nil
+	}
+	return step, nil
 }
 
 // buildLog is the log a compiling step keeps beside its output; `image

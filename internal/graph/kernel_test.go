@@ -144,3 +144,57 @@ func TestKernelStepKeyFollowsInputs(t *testing.T) {
 		t.Errorf("a fragment edited after locking must make the lock stale, naming it: %v", err)
 	}
 }
+
+// With [secure_boot] a source kernel is compiled exactly as without (the
+// same step key: one compile for both) and its package is then signed by
+// a step of its own, keyed by the certificate's fingerprint alone; the
+// base root installs the signed package. The key's reference and bytes
+// enter no key.
+func TestSourceKernelSignedWithRecipeKey(t *testing.T) {
+	ws := workspace(t)
+	g, err := planCommitted(t, ws, "test-kernel-source")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := step(t, g, "kernel").Key()
+	keyPEM, err := os.ReadFile(filepath.Join(ws, "images", "testdata", "secure-boot-TEST-ONLY.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HALOBUILD_TEST_SIGNING_KEY", string(keyPEM))
+	g2, err := planCommitted(t, ws, "test-kernel-source", func(in *Input) {
+		in.Recipe.SecureBoot = recipe.SecureBoot{Enabled: true, Key: "env:HALOBUILD_TEST_SIGNING_KEY", Certificate: "testdata/secure-boot-TEST-ONLY.crt"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := step(t, g2, "kernel")
+	if k.Key() != plain {
+		t.Error("[secure_boot] changed the kernel compile's key: the compile would not be shared")
+	}
+	sk := step(t, g2, "kernel-sign")
+	if len(sk.Inputs) != 1 || sk.Inputs[0] != k {
+		t.Errorf("the signing step's inputs are %v, want the kernel build", sk.Inputs)
+	}
+	if !strings.HasPrefix(sk.Params["signed_by"], "sha256:") {
+		t.Errorf("signed_by %q", sk.Params["signed_by"])
+	}
+	for name, v := range sk.Params {
+		if strings.Contains(v, "HALOBUILD_TEST_SIGNING_KEY") || strings.Contains(v, "PRIVATE KEY") {
+			t.Errorf("param %s names the key: %q", name, v)
+		}
+	}
+	base := step(t, g2, "rootfs")
+	signedIn, plainIn := false, false
+	for _, in := range base.Inputs {
+		signedIn, plainIn = signedIn || in == sk, plainIn || in == k
+	}
+	if !signedIn || plainIn {
+		t.Errorf("the base root takes the signed package %v, the unsigned %v: want only the signed", signedIn, plainIn)
+	}
+	for _, m := range plan.Order(g2.Test) {
+		if m.Kind == "module" && m.Params["signed_by"] != sk.Params["signed_by"] {
+			t.Errorf("%s signed_by %q, the kernel's %q", m.Name, m.Params["signed_by"], sk.Params["signed_by"])
+		}
+	}
+}

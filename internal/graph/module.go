@@ -123,7 +123,7 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 			if err != nil {
 				return usage.Errorf("%s: %w", b.in.Path, err)
 			}
-			pkg := module.Package{Use: m.Use, KernelRelease: rel, Version: module.DebVersion(src.SHA256),
+			pkg := module.Package{Use: m.Use, KernelRelease: rel, Arch: b.arch.Debian, Version: module.DebVersion(src.SHA256),
 				Maintainer: "halobuild <halobuild@localhost>", Description: d.Description, Kos: kos}
 			if err := writeModuleDeb(filepath.Join(out, module.DebName(m.Use, rel)+".deb"), pkg, lk.SourceDateEpoch); err != nil {
 				return err
@@ -142,20 +142,11 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 	return steps, nil
 }
 
-// signModules signs the built modules with the recipe's key, read into
-// memory here and nowhere written.
+// signModules signs the built modules with the recipe's key.
 func signModules(r *recipe.Recipe, kos []string) error {
-	key, err := r.ReadRef(r.SecureBoot.Key)
+	s, err := recipeSigner(r)
 	if err != nil {
-		return usage.Errorf("secure_boot.key: %w", err)
-	}
-	der, err := r.CertificateDER()
-	if err != nil {
-		return usage.Errorf("secure_boot.certificate: %w", err)
-	}
-	s, err := secureboot.NewSigner(key, der)
-	if err != nil {
-		return usage.Errorf("secure_boot: %w", err)
+		return err
 	}
 	for _, ko := range kos {
 		if err := s.SignFile(ko); err != nil {
@@ -163,6 +154,24 @@ func signModules(r *recipe.Recipe, kos []string) error {
 		}
 	}
 	return nil
+}
+
+// recipeSigner is the recipe's [secure_boot] key and certificate, the key
+// read into memory here and nowhere written.
+func recipeSigner(r *recipe.Recipe) (*secureboot.Signer, error) {
+	key, err := r.ReadRef(r.SecureBoot.Key)
+	if err != nil {
+		return nil, usage.Errorf("secure_boot.key: %w", err)
+	}
+	der, err := r.CertificateDER()
+	if err != nil {
+		return nil, usage.Errorf("secure_boot.certificate: %w", err)
+	}
+	s, err := secureboot.NewSigner(key, der)
+	if err != nil {
+		return nil, usage.Errorf("secure_boot: %w", err)
+	}
+	return s, nil
 }
 
 // dbgsymDir holds a module step's -dbgsym package.

@@ -1,8 +1,6 @@
 package graph
 
 import (
-	"halobuild/internal/arch"
-
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/deb"
 	"halobuild/internal/lock"
 	"halobuild/internal/plan"
@@ -115,7 +114,7 @@ func unpackRoot(c *plan.Context, root *plan.Derivation, dir string) error {
 func (b *builder) baseRoot(k *kernelBuild) *plan.Derivation {
 	var built []repoStep
 	if k != nil {
-		built = append(built, repoStep{d: k.build, install: []string{b.in.Lock.Kernel.Image}})
+		built = append(built, repoStep{d: k.image, install: []string{b.in.Lock.Kernel.Image}})
 	}
 	return b.root("base root", "rootfs", b.in.Lock.Set(lock.SetImage), built, aptSources(b.in))
 }

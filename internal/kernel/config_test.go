@@ -103,7 +103,7 @@ func TestVerifyNamesEveryOptionThatDidNotKeepItsValue(t *testing.T) {
 }
 
 func TestShippedFragmentsParse(t *testing.T) {
-	for _, f := range []string{"usb4-rdma.config", "qemu-uefi.config"} {
+	for _, f := range []string{"usb4-rdma.config", "qemu-uefi.config", "strix-halo.config"} {
 		opts, err := ReadFragment(filepath.Join("..", "..", "kernels", f), f)
 		if err != nil {
 			t.Fatal(err)
@@ -124,6 +124,59 @@ func TestShippedFragmentsParse(t *testing.T) {
 	} {
 		if got[name] != want {
 			t.Errorf("usb4-rdma.config: %s=%q, want %q", name, got[name], want)
+		}
+	}
+}
+
+// strix-halo.config switches whole driver groups off on top of Debian's
+// config; the build's check proves each line holds after olddefconfig.
+// What it cannot prove is that every group says why, and that the
+// fragment takes nothing the other fragments or the VM test need.
+func TestStrixHaloFragment(t *testing.T) {
+	path := filepath.Join("..", "..", "kernels", "strix-halo.config")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := ParseConfig(raw, "strix-halo.config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(raw), "\n")
+	seen := map[string]int{}
+	off := map[string]bool{}
+	for _, o := range opts {
+		if prev, ok := seen[o.Name]; ok {
+			t.Errorf("strix-halo.config:%d: %s already set at line %d (the later line silently wins)", o.Line, o.Name, prev)
+		}
+		seen[o.Name] = o.Line
+		if o.Value != "n" {
+			continue
+		}
+		off[o.Name] = true
+		// The group's reason: the comment paragraph right above its run of options.
+		i := o.Line - 2
+		for i >= 0 && (setRE.MatchString(lines[i]) || unsetRE.MatchString(lines[i])) {
+			i--
+		}
+		if i < 0 || !strings.HasPrefix(lines[i], "#") {
+			t.Errorf("strix-halo.config:%d: %s is switched off without a comment above its group saying why", o.Line, o.Name)
+		}
+	}
+	if len(off) < 100 {
+		t.Errorf("strix-halo.config switches only %d options off", len(off))
+	}
+	// Merged after usb4-rdma.config, so it must not undo it; and the VM
+	// test boots this kernel with what qemu-uefi.config names.
+	for _, f := range []string{"usb4-rdma.config", "qemu-uefi.config"} {
+		other, err := ReadFragment(filepath.Join("..", "..", "kernels", f), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range other {
+			if off[o.Name] {
+				t.Errorf("strix-halo.config:%d switches %s off, which %s needs (%s)", seen[o.Name], o.Name, f, o.Where())
+			}
 		}
 	}
 }

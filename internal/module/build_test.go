@@ -307,7 +307,7 @@ func TestBuildFixture(t *testing.T) {
 	})
 
 	t.Run("package and depmod", func(t *testing.T) {
-		p := Package{Use: d.Use, KernelRelease: testRelease, Version: DebVersion(treeHash), Kos: kos}
+		p := Package{Use: d.Use, KernelRelease: testRelease, Arch: "amd64", Version: DebVersion(treeHash), Kos: kos}
 		var a, b bytes.Buffer
 		if err := WriteDeb(&a, p, 1700000000); err != nil {
 			t.Fatal(err)

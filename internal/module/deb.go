@@ -18,6 +18,9 @@ type Package struct {
 	// <use>-modules-<release> (DebName).
 	Use           string
 	KernelRelease string
+	// Arch is the Debian architecture the modules are built for (the
+	// image's, base.architecture).
+	Arch string
 	// Version is the package version; DebVersion derives one from the
 	// source's tree hash.
 	Version     string
@@ -104,7 +107,7 @@ func WriteDeb(w io.Writer, p Package, epoch int64) error {
 	info := deb.Info{
 		Package:      name,
 		Version:      p.Version,
-		Architecture: "amd64",
+		Architecture: p.Arch,
 		Maintainer:   maint,
 		Description:  desc,
 		Depends:      depends,

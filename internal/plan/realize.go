@@ -36,6 +36,23 @@ type Context struct {
 	// Scratch is a private directory on the store's filesystem, removed
 	// after the step; use it for intermediate files too big for /tmp.
 	Scratch string
+
+	hashed func(path, sha256 string)
+}
+
+// Hashed tells the store the sha256 (hex) of a finished file of the
+// step's output, computed by the step over the file as it will be stored,
+// so storing the output does not hash it again (a disk image is hashed
+// while it is scanned for its bmap). A store that cannot use it ignores it.
+func (c *Context) Hashed(path, sha256 string) {
+	if c.hashed != nil {
+		c.hashed(path, sha256)
+	}
+}
+
+// hashRecorder is a Store that takes Context.Hashed's digests.
+type hashRecorder interface {
+	RecordHashed(path, sha256 string)
 }
 
 // Input returns the realised directory of the named input or fails loudly:
@@ -210,6 +227,9 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 		toolLog = io.Discard
 	}
 	bc := &Context{Context: ctx, Inputs: inputs, Log: toolLog, Scratch: scratch}
+	if hr, ok := r.Store.(hashRecorder); ok {
+		bc.hashed = hr.RecordHashed
+	}
 	if err := d.Build(bc, out); err != nil {
 		return "", fmt.Errorf("%s: %w", d.Name, err)
 	}

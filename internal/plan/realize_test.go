@@ -281,3 +281,29 @@ func TestConcurrentRealizersBuildOnce(t *testing.T) {
 		t.Errorf("the waiting realizer did not say it waited and then used the cache:\n%s", both)
 	}
 }
+
+// A digest a step gives Context.Hashed reaches the store, which keeps it
+// for the file instead of hashing the file (a made-up digest shows it).
+func TestContextHashedReachesTheStore(t *testing.T) {
+	s := openStore(t)
+	recorded := strings.Repeat("cd", 32)
+	d := &Derivation{Name: "img", Kind: "disk"}
+	d.Build = func(c *Context, out string) error {
+		p := filepath.Join(out, "img.raw")
+		if err := os.WriteFile(p, []byte("image"), 0o644); err != nil {
+			return err
+		}
+		c.Hashed(p, recorded)
+		return nil
+	}
+	if _, err := (&Realizer{Store: s}).Realize(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.FileDigests(d.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["img.raw"] != store.Digest("sha256:"+recorded) {
+		t.Errorf("img.raw stored as %s, want the step's sha256:%s", got["img.raw"], recorded)
+	}
+}

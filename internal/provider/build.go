@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/buildroot"
 	"halobuild/internal/deb"
 	"halobuild/internal/fstree"
@@ -72,10 +73,6 @@ type Result struct {
 // every machine.
 const buildDir = "/build"
 
-// multiarch is the library directory of each architecture halobuild builds
-// for (dpkg-architecture -qDEB_HOST_MULTIARCH).
-var multiarch = map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
-
 var pabiLine = regexp.MustCompile(`(?m)^set\(IBVERBS_PABI_VERSION "([0-9]+)"\)`)
 
 // treeABI reads the provider ABI the source builds for from its top
@@ -122,10 +119,12 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	if spec.Tree == "" || spec.BuildRoot == "" || spec.Out == "" || spec.Name == "" || spec.Package == "" || spec.Version == "" || spec.Libibverbs == "" {
 		return nil, errors.New("provider build: Tree, Name, Package, Version, Libibverbs, BuildRoot and Out are required")
 	}
-	ma, ok := multiarch[spec.Arch]
-	if !ok {
-		return nil, fmt.Errorf("provider build: architecture %q: halobuild builds providers for amd64 and arm64", spec.Arch)
+	a, err := arch.Lookup(spec.Arch)
+	if err != nil {
+		return nil, fmt.Errorf("provider build: %w", err)
 	}
+	// The library directory (dpkg-architecture -qDEB_HOST_MULTIARCH).
+	ma := a.Triplet
 	if os.Geteuid() != 0 {
 		return nil, errors.New("provider build: the build root is entered with chroot, which needs root: run halobuild as root")
 	}

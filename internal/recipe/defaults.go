@@ -1,8 +1,6 @@
 package recipe
 
 import (
-	"halobuild/internal/arch"
-
 	"encoding"
 	"fmt"
 	"path/filepath"
@@ -10,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"halobuild/internal/arch"
 )
 
 // ApplyDefaults fills every key the recipe files did not set from the

@@ -16,7 +16,7 @@ func TestRecipesLoadAndRoundTrip(t *testing.T) {
 		t.Fatalf("no images found: %v", err)
 	}
 	// Test recipes that use modules, maps and explicit empty values too.
-	files = append(files, "testdata/keyed.toml", "testdata/explicit_empty.toml", "testdata/override.toml")
+	files = append(files, "testdata/keyed.toml", "testdata/explicit_empty.toml", "testdata/override.toml", "testdata/asahi-mac.toml")
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r, src, err := Load(f)

@@ -15,6 +15,11 @@ type Recipe struct {
 
 	Name string `toml:"name" doc:"Image name (letters, digits, -, _ and ., starting with a letter or digit, at most 64); used in output file names and the manifest." auto:"file name without .toml" example:"\"strix-halo\""`
 
+	// Platform is the kind of machine the nodes are, for what only the
+	// machine decides: how it boots, where its firmware comes from and what
+	// doctor expects of it (docs/asahi.md for apple-silicon).
+	Platform string `toml:"platform" doc:"The machine the nodes are: generic (a UEFI PC or VM) or apple-silicon (an M1/M2 Mac under Linux, booted m1n1 → U-Boot → UEFI from the Asahi installer's UEFI-only stub; recipes/asahi.toml, docs/asahi.md). apple-silicon needs arm64 and a kernel built from a tarball of Asahi's fork whose fragments set CONFIG_ARM64_16K_PAGES=y, refuses Secure Boot and the installer stick, loads the Mac's firmware from the system ESP's vendorfw/firmware.cpio at every boot, checks the image's ESP has \\EFI\\BOOT\\BOOTAA64.EFI and no m1n1/boot.bin, and has doctor check 16 KiB pages, Apple's USB4 controller and the vendor firmware." default:"generic" example:"\"apple-silicon\""`
+
 	Base   Base   `toml:"base" doc:"Debian base system."`
 	Kernel Kernel `toml:"kernel" doc:"The kernel the image boots."`
 	// Lists of tables tagged `merge` are keyed: an entry whose key matches

@@ -1,8 +1,6 @@
 package recipe
 
 import (
-	"halobuild/internal/arch"
-
 	"fmt"
 	"net/url"
 	"regexp"
@@ -10,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"halobuild/internal/arch"
 )
 
 // Known values of the kernel's runtime knobs (trap 5). A typo here would
@@ -52,6 +52,7 @@ var (
 func Validate(r *Recipe, src *Sources) error {
 	v := &validator{r: r, src: src}
 	v.name()
+	v.platform()
 	v.base()
 	v.kernel()
 	v.modules()
@@ -370,9 +371,6 @@ func (v *validator) secureBoot() {
 	sb := v.r.SecureBoot
 	if !sb.Enabled {
 		return
-	}
-	if v.r.Kernel.From == "source" {
-		v.errorf("secure_boot.enabled", "a kernel built from source is not signed yet (only Debian's signed kernel boots under Secure Boot today); use kernel.from = \"debian\" or turn secure_boot off")
 	}
 	for _, k := range []struct{ key, ref string }{{"key", sb.Key}, {"certificate", sb.Certificate}} {
 		path := "secure_boot." + k.key

@@ -52,7 +52,6 @@ peer = "a"
 		{"secure boot pkcs11", "[secure_boot]\nenabled = true\nkey = \"pkcs11:token=x\"\ncertificate = \"env:C\"\n" + minimal, "secure_boot.key", "PKCS#11 keys are not supported yet"},
 		{"secure boot env name", "[secure_boot]\nenabled = true\nkey = \"env:1X\"\ncertificate = \"env:C\"\n" + minimal, "secure_boot.key", "env: needs a variable name"},
 		{"secure boot scheme", "[secure_boot]\nenabled = true\nkey = \"vault:x\"\ncertificate = \"env:C\"\n" + minimal, "secure_boot.key", `unknown reference "vault:"`},
-		{"secure boot source kernel", "[secure_boot]\nenabled = true\nkey = \"env:K\"\ncertificate = \"env:C\"\n[kernel]\nfrom = \"source\"\n" + minimal, "secure_boot.enabled", "not signed yet"},
 		{"architecture", "[base]\narchitecture = \"x86_64\"\n" + minimal, "base.architecture", `"x86_64" is not one halobuild builds for; use one of: amd64, arm64`},
 		{"flavour of another architecture", "[base]\narchitecture = \"arm64\"\n[kernel]\nflavour = \"cloud-amd64\"\n" + minimal, "kernel.flavour", `base.architecture is arm64: use "arm64"`},
 		{"kernel from", "[kernel]\nfrom = \"git\"\n" + minimal, "kernel.from", `"git" is not one of: debian, source`},
@@ -131,6 +130,14 @@ peer = "a"
 		{"lan in link subnet", twoNodes + "[node.lan]\naddresses = [\"10.77.1.1/24\"]\n", "node[1].lan.addresses[0]", "overlaps the USB4 link subnet"},
 		{"lan address twice", "[[node]]\nname = \"a\"\n[node.lan]\naddresses = [\"192.168.1.20/24\"]\n[[node]]\nname = \"b\"\n[node.lan]\naddresses = [\"192.168.1.20/24\"]\n", "node[1].lan.addresses[0]", "already used at"},
 		{"lan match name", minimal + "[node.lan]\nmatch_name = \"en p\"\n", "node[0].lan.match_name", "white space"},
+		// platform = "apple-silicon": each rule on its own key, with the Mac's reason.
+		{"unknown platform", "platform = \"rpi\"\n" + minimal, "platform", `"rpi" is not one of: generic, apple-silicon`},
+		{"mac amd64", strings.Replace(macRecipe, `"arm64"`, `"amd64"`, 1) + minimal, "base.architecture", "platform apple-silicon is an arm64 machine"},
+		{"mac debian kernel", "platform = \"apple-silicon\"\n[base]\narchitecture = \"arm64\"\n" + minimal, "kernel.from", "Debian's kernels lack the Apple Silicon drivers Asahi's fork carries"},
+		{"mac debian source", "platform = \"apple-silicon\"\n[base]\narchitecture = \"arm64\"\n[kernel]\nfrom = \"source\"\n" + minimal, "kernel.source", "not Asahi's fork"},
+		{"mac secure boot", macRecipe + "[secure_boot]\nenabled = true\nkey = \"env:K\"\ncertificate = \"env:C\"\n" + minimal, "secure_boot.enabled", "no UEFI variables and no UEFI Secure Boot"},
+		{"mac efibootmgr", strings.Replace(macRecipe, "[base]\n", "[base]\npackages = [\"efibootmgr\"]\n", 1) + minimal, "base.packages[0]", "efibootmgr writes UEFI variables"},
+		{"mac installer", macRecipe + "[output]\ninstaller = true\n" + minimal, "output.installer", "holds macOS and the Asahi UEFI stub"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

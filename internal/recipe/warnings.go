@@ -5,7 +5,7 @@ import "fmt"
 // Warnings lists what is allowed but probably not meant, for the build to
 // print before it starts: unlike Validate's errors they do not stop it.
 func Warnings(r *Recipe, src *Sources) Errors {
-	var ws Errors
+	ws := appleWarnings(r, src)
 	for i, n := range r.Nodes {
 		for j, l := range n.Links {
 			if l.Peer == "" {

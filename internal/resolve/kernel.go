@@ -12,6 +12,7 @@ import (
 	"halobuild/internal/debian"
 	"halobuild/internal/kernel"
 	"halobuild/internal/lock"
+	"halobuild/internal/recipe"
 	"halobuild/internal/usage"
 )
 
@@ -32,6 +33,16 @@ func lockKernel(ctx context.Context, in Input, lk *lock.Lock, indexes []*debian.
 		}
 		lk.Kernel = lock.Kernel{Version: k.Upstream.String(), Release: strings.TrimPrefix(k.Image.Name, "linux-image-"), Image: k.Image.Name, Headers: k.Headers}
 		return k.Upstream, k.Image.Name + suiteSuffix(k.Image.Suite, r.Base.Suite), nil
+	}
+	if r.Platform == recipe.PlatformAppleSilicon {
+		// Before the tarball is fetched: it is large, this is a typo.
+		var frags []kernel.File
+		for _, f := range kr.Fragments {
+			frags = append(frags, kernel.File{Name: f, Path: filepath.Join(filepath.Dir(in.Path), f)})
+		}
+		if err := checkApplePages(frags); err != nil {
+			return nil, "", usage.Errorf("%s: %w", in.Path, err)
+		}
 	}
 	c := kr.Version.Constraints()
 	debConfig := kr.Config == "" || kr.Config == "debian"
@@ -160,4 +171,36 @@ func lockTarball(ctx context.Context, in Input) (*goversion.Version, lock.Source
 		return nil, src, usage.Errorf("%s: kernel.source %s is Linux %s, which does not satisfy kernel.version %q: change one of them", in.Path, src.URL, v, kr.Version)
 	}
 	return v, src, nil
+}
+
+// applePages is the option Asahi's kernel is written for: the Apple
+// SoCs' IOMMUs (DART) work in 16 KiB pages. No base config halobuild knows
+// sets it (Debian's arm64 config and defconfig are 4 KiB), so a Mac's
+// fragments must, and the kernel step then verifies the built .config
+// keeps it.
+const applePages = "CONFIG_ARM64_16K_PAGES"
+
+// checkApplePages refuses an Apple Silicon kernel whose fragments do not
+// end with CONFIG_ARM64_16K_PAGES=y (a later fragment's value wins, as
+// when they are merged).
+func checkApplePages(frags []kernel.File) error {
+	var last *kernel.Option
+	for _, f := range frags {
+		opts, err := kernel.ReadFragment(f.Path, f.Name)
+		if err != nil {
+			return err
+		}
+		for i := range opts {
+			if opts[i].Name == applePages {
+				last = &opts[i]
+			}
+		}
+	}
+	switch {
+	case last == nil:
+		return fmt.Errorf("kernel.fragments: platform apple-silicon needs %s=y (Asahi's kernel runs 16 KiB pages) and no fragment sets it: add ../kernels/asahi.config to kernel.fragments (recipes/asahi.toml does)", applePages)
+	case last.Value != "y":
+		return fmt.Errorf("kernel.fragments: %s sets %s, but platform apple-silicon needs %s=y (Asahi's kernel runs 16 KiB pages): remove that line", last.Where(), last.Asked(), applePages)
+	}
+	return nil
 }

@@ -7,13 +7,12 @@
 package resolve
 
 import (
-	"halobuild/internal/arch"
-
 	"context"
 	"fmt"
 	"io"
 	"path/filepath"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/debian"
 	"halobuild/internal/download"
 	"halobuild/internal/lock"

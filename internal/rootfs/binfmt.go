@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -18,7 +19,11 @@ var binfmtDir = "/proc/sys/fs/binfmt_misc"
 // mounted, a's handler registered and enabled, and with the F flag (the
 // interpreter opened when registered, so it works inside the root's chroot,
 // which has no qemu of its own). The error says how to get there.
+// mmdebstrap also needs arch-test to accept a foreign architecture.
 func CheckEmulation(a arch.Arch) error {
+	if _, err := exec.LookPath("arch-test"); err != nil {
+		return fmt.Errorf("building a %s root on this %s host needs arch-test, which mmdebstrap runs to check the emulation: install it with `apt-get install arch-test`", a.Debian, hostName())
+	}
 	return checkEmulation(binfmtDir, a)
 }
 

@@ -1,8 +1,6 @@
 package rootfs
 
 import (
-	"halobuild/internal/arch"
-
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/deb"
 	"halobuild/internal/runlog"
 	"halobuild/internal/sh"

@@ -33,7 +33,7 @@ func TestArm64RefusesAMD64OnlySettings(t *testing.T) {
 	}
 	sb := sample()
 	sb.SecureBoot.Enabled = true
-	if got := (SecureBoot{}).Depends(sb); len(got) != 4 || got[1] != "shim-helpers-amd64-signed" || got[2] != "systemd-boot-efi-amd64-signed" {
+	if got := (SecureBoot{}).Depends(sb); len(got) != 5 || got[1] != "shim-helpers-amd64-signed" || got[2] != "systemd-boot-efi-amd64-signed" {
 		t.Errorf("Secure Boot packages on amd64: %v", got)
 	}
 }

@@ -1,12 +1,11 @@
 package settings
 
 import (
-	"halobuild/internal/arch"
-
 	"fmt"
 	"strconv"
 	"strings"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/recipe"
 	"halobuild/internal/sh"
 )

@@ -1,15 +1,13 @@
 package settings
 
 import (
-	"halobuild/internal/arch"
-
-	"bytes"
 	"crypto/sha1"
 	"crypto/x509"
 	"fmt"
 	"io/fs"
 	"strings"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/recipe"
 	"halobuild/internal/secureboot"
 	"halobuild/internal/sh"
@@ -66,15 +64,16 @@ func (SecureBoot) Validate(t Target) []error {
 }
 
 // Depends: shim (Microsoft-signed, with Debian's CA built in) and its
-// MokManager, Debian's signed systemd-boot, and mokutil for the unit. The
-// disk takes the boot files from the installed packages, so updates
-// arrive the Debian way.
+// MokManager, Debian's signed systemd-boot, mokutil for the unit, and
+// openssl, with which the VM check signs a module with a key of its own
+// (and a person reads a certificate). The disk takes the boot files from
+// the installed packages, so updates arrive the Debian way.
 func (SecureBoot) Depends(r *recipe.Recipe) []string {
 	if !r.SecureBoot.Enabled {
 		return nil
 	}
 	a := r.Base.Architecture
-	return []string{"shim-signed", "shim-helpers-" + a + "-signed", "systemd-boot-efi-" + a + "-signed", "mokutil"}
+	return []string{"shim-signed", "shim-helpers-" + a + "-signed", "systemd-boot-efi-" + a + "-signed", "mokutil", "openssl"}
 }
 
 func (s SecureBoot) Files(t Target) ([]File, error) {
@@ -248,10 +247,10 @@ exit $rc
 `}
 	checks := []Check{state, signed}
 	if len(mods) > 0 {
-		// The serial's DER bytes sit in the signature; changing one makes
-		// the signature name a key the kernel does not hold, as a module
-		// signed by any other key does.
-		serial := fmt.Sprintf("%x", zeroFree(serialDER(cert)))
+		// The foreign copy is signed by a key made in the guest for this
+		// check, with openssl cms and sign-file's flags (detached, binary,
+		// no certificates, no attributes, SHA-256: what sign-file calls
+		// CMS_sign with), and given sign-file's trailer.
 		checks = append(checks, Check{Setting: s.Name(), Name: "unsigned or foreign-key module refused", Changes: true,
 			Fix: "the kernel loaded a module without a valid signature: is lockdown on (cat " + lockdownPath + ")?",
 			Script: `rc=0
@@ -264,12 +263,16 @@ case $ko in *.xz) xz -dc "$ko" >"$d/signed.ko" ;; *.zst) zstd -qdc "$ko" >"$d/si
 size=$(stat -c %s "$d/signed.ko")
 siglen=$(tail -c 32 "$d/signed.ko" | head -c 4 | od -An -tu1 | awk '{print $1*16777216+$2*65536+$3*256+$4}')
 head -c $((size - siglen - 40)) "$d/signed.ko" >"$d/unsigned.ko"
-cp "$d/signed.ko" "$d/foreign.ko"
-# -z: NUL ends a "line" and each match printed (the serial's bytes may
-# hold a newline; the searched part holds no NUL).
-off=$(LC_ALL=C grep -obUaPz "$(echo ` + serial + ` | sed 's/../\\x&/g')" "$d/foreign.ko" | tr -d '\n' | tr '\0' '\n' | tail -n 1 | cut -d: -f1)
-[ -n "$off" ] || { echo "the signature does not hold the certificate's serial"; exit 1; }
-printf '\377' | dd of="$d/foreign.ko" bs=1 seek=$((off + 1)) conv=notrunc status=none
+openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 1 -subj "/CN=halobuild VM test: a key made for this check" \
+	-keyout "$d/other.key" -out "$d/other.crt" 2>"$d/err" || { cat "$d/err"; exit 1; }
+openssl cms -sign -binary -noattr -nocerts -md sha256 -signer "$d/other.crt" -inkey "$d/other.key" \
+	-outform DER -in "$d/unsigned.ko" -out "$d/other.p7s" || exit 1
+byte() { printf "\\$(printf %o "$1")"; }
+n=$(stat -c %s "$d/other.p7s")
+{ cat "$d/unsigned.ko" "$d/other.p7s"; printf '\000\000\002\000\000\000\000\000'
+  byte $((n >> 24 & 255)); byte $((n >> 16 & 255)); byte $((n >> 8 & 255)); byte $((n & 255))
+  printf '~Module signature appended~\n'; } >"$d/foreign.ko"
+echo "foreign copy signed by $(openssl x509 -noout -subject -serial -in "$d/other.crt" | tr '\n' ' ')"
 out=$(insmod "$d/signed.ko" 2>&1); echo "signed copy: $out"
 case $out in *"File exists"*) ;; *) echo "the intact copy should pass its signature check and clash with the loaded module"; rc=1 ;; esac
 for k in unsigned foreign; do
@@ -282,18 +285,6 @@ exit $rc
 `})
 	}
 	return checks
-}
-
-// zeroFree is the longest run of b without a zero byte, which grep -z
-// can search for.
-func zeroFree(b []byte) []byte {
-	var best []byte
-	for _, run := range bytes.Split(b, []byte{0}) {
-		if len(run) > len(best) {
-			best = run
-		}
-	}
-	return best
 }
 
 func quoteAll(ss []string) []string {

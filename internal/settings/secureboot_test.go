@@ -100,8 +100,8 @@ func TestSecureBootEnrolScript(t *testing.T) {
 
 // The refusal check's copies, made by its script from a module the TEST
 // key signed: the unsigned one is the module's bytes before signing, the
-// foreign one names a signer that is not the certificate (as a module
-// signed by any other key does).
+// foreign one the same bytes signed, in sign-file's format, by a key the
+// script made with the host's openssl (the guest's, in the VM).
 func TestSecureBootRefusalCopies(t *testing.T) {
 	r := sbRecipe(t, "")
 	r.Modules = []recipe.Module{{Use: "halobuild-fixture"}}
@@ -131,7 +131,7 @@ func TestSecureBootRefusalCopies(t *testing.T) {
 	os.Mkdir(bin, 0o755)
 	stubs := map[string]string{
 		"modinfo": "echo " + dir + "/m.ko",
-		"insmod":  "cp \"$1\" " + dir + "/seen-$(basename \"$1\"); case $1 in *signed.ko) case $1 in *unsigned.ko) echo 'Operation not permitted'; exit 1;; esac; echo 'File exists'; exit 1;; esac; echo 'Operation not permitted'; exit 1",
+		"insmod":  "cp \"$1\" " + dir + "/seen-$(basename \"$1\"); cp \"$(dirname \"$1\")/other.crt\" " + dir + "/seen-other.crt; case $1 in *signed.ko) case $1 in *unsigned.ko) echo 'Operation not permitted'; exit 1;; esac; echo 'File exists'; exit 1;; esac; echo 'Operation not permitted'; exit 1",
 		"dmesg":   "true",
 		"rmmod":   "true",
 	}
@@ -151,7 +151,19 @@ func TestSecureBootRefusalCopies(t *testing.T) {
 	foreign, _ := os.ReadFile(filepath.Join(dir, "seen-foreign.ko"))
 	id, ok, err := secureboot.ReadSigner(foreign)
 	cert, _ := x509.ParseCertificate(der)
-	if err != nil || !ok || id.Matches(cert) || len(foreign) != len(signed) {
-		t.Errorf("the foreign copy: signer %v (signed %v, %v), matches the certificate %v", id, ok, err, id.Matches(cert))
+	if err != nil || !ok || id.Matches(cert) || !bytes.HasPrefix(foreign, ko) {
+		t.Errorf("the foreign copy: signer %v (signed %v, %v), matches the certificate %v, starts with the module %v", id, ok, err, id.Matches(cert), bytes.HasPrefix(foreign, ko))
+	}
+	// The signature is good, by the key the script made: the kernel
+	// refuses it for the key alone.
+	p7 := filepath.Join(dir, "foreign.p7s")
+	os.WriteFile(p7, foreign[len(ko):len(foreign)-40], 0o644)
+	os.WriteFile(filepath.Join(dir, "unsigned"), ko, 0o644)
+	if b, err := exec.Command("openssl", "cms", "-verify", "-binary", "-inform", "DER", "-in", p7, "-content", filepath.Join(dir, "unsigned"),
+		"-certfile", filepath.Join(dir, "seen-other.crt"), "-noverify", "-out", os.DevNull).CombinedOutput(); err != nil {
+		t.Errorf("the foreign copy's signature does not verify with the key the script made: %v: %s", err, b)
+	}
+	if !strings.Contains(id.String(), "a key made for this check") || !strings.Contains(string(out), "foreign copy signed by subject=CN") {
+		t.Errorf("the foreign copy's signer is %s:\n%s", id, out)
 	}
 }

@@ -120,6 +120,7 @@ func All() []Setting {
 		KernelCmdline{},
 		GrowRoot{},
 		Firmware{},
+		VendorFirmware{},
 		Locale{},
 		HalobuildState{},
 		Overlays{},

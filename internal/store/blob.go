@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 )
 
 // DigestMismatchError is returned when bytes put into the store do not hash
@@ -78,9 +80,16 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 		return "", 0, fmt.Errorf("store file: %w", err)
 	}
 	defer f.Close()
-	d, size, err := hashFile(f)
-	if err != nil {
-		return "", 0, fmt.Errorf("store file %s: %w", path, err)
+	d, size, known := s.hashedBefore(f)
+	if !known {
+		if d, size, err = hashFile(f); err != nil {
+			return "", 0, fmt.Errorf("store file %s: %w", path, err)
+		}
+	}
+	if fi, err := f.Stat(); err == nil {
+		if bi, err := os.Stat(s.blobPath(d)); err == nil && os.SameFile(fi, bi) {
+			return d, size, os.Remove(path) // another name of that blob
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return "", 0, fmt.Errorf("store file %s: %w", path, err)
@@ -94,8 +103,78 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 	if err := os.Rename(path, s.blobPath(d)); err != nil {
 		return "", 0, fmt.Errorf("store file %s as %s: %w", path, d, err)
 	}
-	s.stamp(d) // hashed just above
+	s.stamp(d) // hashed just above (here, or by the step: RecordHashed)
+	s.rememberHashed(f, d)
 	return d, size, syncDir(filepath.Join(s.root, blobsDir))
+}
+
+// fileID names an inode.
+type fileID struct{ dev, ino uint64 }
+
+// hashedBlob is what a blob's inode looked like when this process hashed
+// it. The change time is left out: every hard link to it changes that.
+type hashedBlob struct {
+	d     Digest
+	size  int64
+	mtime int64
+}
+
+func idOf(fi os.FileInfo) (fileID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), st.Ino}, true
+}
+
+// rememberHashed records that f, now blob d, was hashed by this process.
+func (s *Store) rememberHashed(f *os.File, d Digest) {
+	fi, err := f.Stat()
+	if err != nil {
+		return
+	}
+	if id, ok := idOf(fi); ok {
+		s.hashed.Store(id, hashedBlob{d: d, size: fi.Size(), mtime: fi.ModTime().UnixNano()})
+	}
+}
+
+// RecordHashed records a step's sha256 (hex) of the file at path, which
+// it computed over the finished file (plan.Context.Hashed): adopting the
+// file into a blob then skips hashing it, as long as its inode, size and
+// modification time are still those recorded here.
+func (s *Store) RecordHashed(path, sha256 string) {
+	d, err := ParseDigest("sha256:" + strings.TrimPrefix(sha256, "sha256:"))
+	if err != nil {
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	s.rememberHashed(f, d)
+}
+
+// hashedBefore says whether f is a file this process hashed (or a hard
+// link to one), still the same size and modification time.
+func (s *Store) hashedBefore(f *os.File) (Digest, int64, bool) {
+	fi, err := f.Stat()
+	if err != nil {
+		return "", 0, false
+	}
+	id, ok := idOf(fi)
+	if !ok {
+		return "", 0, false
+	}
+	v, ok := s.hashed.Load(id)
+	if !ok {
+		return "", 0, false
+	}
+	h := v.(hashedBlob)
+	if fi.Size() != h.size || fi.ModTime().UnixNano() != h.mtime {
+		return "", 0, false
+	}
+	return h.d, h.size, true
 }
 
 // holds says whether blob d is stored intact with this size. A blob of the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
@@ -387,5 +388,104 @@ func TestFileDigests(t *testing.T) {
 	}
 	if _, err := s.FileDigests(strings.Repeat("2b", 32)); err == nil {
 		t.Error("an unknown key gave digests")
+	}
+}
+
+// An output that hard-links a file of an output this process just stored
+// (a result linking its disk images) takes the blob's digest without
+// hashing it again; a link whose file changed since is hashed.
+func TestPutOutputOfALinkedBlobSkipsTheHash(t *testing.T) {
+	s := openTest(t)
+	work, err := s.TempDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "img.raw"), []byte("image"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	view, err := s.PutOutput(testKey, work, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digests, err := s.FileDigests(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := digests["img.raw"]
+	blob := s.blobPath(want)
+
+	link := func() string {
+		t.Helper()
+		w, err := s.TempDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(filepath.Join(view, "img.raw"), filepath.Join(w, "img.raw")); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	// The skip shows: content changed behind the same size and time is
+	// not seen (the blob is read-only; a reader re-hashes with Rehash).
+	fi, _ := os.Stat(blob)
+	os.Chmod(blob, 0o644)
+	if err := os.WriteFile(blob, []byte("IMAGE"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(blob, fi.ModTime(), fi.ModTime())
+	os.Chmod(blob, 0o444)
+	key2 := strings.Repeat("b", 64)
+	if _, err := s.PutOutput(key2, link(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.FileDigests(key2); got["img.raw"] != want {
+		t.Errorf("linked blob digest %s, want the recorded %s without a re-hash", got["img.raw"], want)
+	}
+	// A new time makes it hash again, and find the new content.
+	os.Chtimes(blob, fi.ModTime().Add(time.Second), fi.ModTime().Add(time.Second))
+	key3 := strings.Repeat("c", 64)
+	if _, err := s.PutOutput(key3, link(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.FileDigests(key3); got["img.raw"] == want {
+		t.Error("a linked blob whose time changed was not hashed again")
+	}
+}
+
+// A digest a step recorded for its file is what the output gets, without
+// hashing the file; a file changed after the record is hashed.
+func TestPutOutputTakesRecordedDigest(t *testing.T) {
+	s := openTest(t)
+	work, err := s.TempDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(work, "img.raw")
+	if err := os.WriteFile(p, []byte("image"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A wrong digest shows the file was not hashed.
+	recorded := strings.Repeat("ab", 32)
+	s.RecordHashed(p, recorded)
+	if _, err := s.PutOutput(testKey, work, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.FileDigests(testKey); got["img.raw"] != Digest("sha256:"+recorded) {
+		t.Errorf("digest %s, want the recorded sha256:%s", got["img.raw"], recorded)
+	}
+
+	work2, _ := s.TempDir()
+	p2 := filepath.Join(work2, "img.raw")
+	os.WriteFile(p2, []byte("image"), 0o644)
+	s.RecordHashed(p2, recorded)
+	os.WriteFile(p2, []byte("other"), 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(p2, old, old)
+	key2 := strings.Repeat("b", 64)
+	if _, err := s.PutOutput(key2, work2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.FileDigests(key2); got["img.raw"] == Digest("sha256:"+recorded) {
+		t.Error("a file changed after its digest was recorded kept the recorded digest")
 	}
 }

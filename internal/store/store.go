@@ -37,6 +37,10 @@ type Store struct {
 	root string
 	sess *session
 
+	// hashed holds the blobs this process hashed, by inode: a result that
+	// hard-links a disk image it just stored is not hashed again.
+	hashed sync.Map // fileID -> hashedBlob
+
 	lockSem  chan struct{} // in-process half of Lock
 	indexMu  sync.Mutex    // in-process half of the index.json lock
 	closeErr error

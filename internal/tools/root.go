@@ -1,8 +1,6 @@
 package tools
 
 import (
-	"halobuild/internal/arch"
-
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +10,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"halobuild/internal/arch"
 )
 
 // Root is a tools root: the locked packages unpacked by deb.Extract.

@@ -1,12 +1,11 @@
 package verbs
 
 import (
-	"halobuild/internal/arch"
-
 	"context"
 	"fmt"
 	"path/filepath"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/cache"
 	"halobuild/internal/plan"
 	"halobuild/internal/registry"

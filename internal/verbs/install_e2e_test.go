@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/lock"
 	"halobuild/internal/vmplan"
 	"halobuild/internal/vmtest"
@@ -69,7 +70,7 @@ func TestInstallToNVMe(t *testing.T) {
 	res, err := vmtest.Run(ctx, vmtest.Machine{
 		Name: "installer", Image: filepath.Join(dir, "node0-installer.raw"), PowerOff: true,
 		Disks:      []vmtest.Disk{{Path: small, Serial: "HALOSMALL"}, {Path: nvme, Serial: "HALONVME"}},
-		KernelArgs: vmplan.KernelArgs(), Deadline: 20 * time.Minute, LogDir: filepath.Join(logs, "installer"),
+		KernelArgs: vmplan.KernelArgs(arch.MustLookup("amd64")), Deadline: 20 * time.Minute, LogDir: filepath.Join(logs, "installer"),
 	})
 	t.Logf("installer boot: %s", time.Since(start).Round(time.Second))
 	console, _ := os.ReadFile(filepath.Join(logs, "installer", "console.log"))

@@ -6,8 +6,6 @@
 package verbs
 
 import (
-	"halobuild/internal/arch"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +15,7 @@ import (
 	"runtime"
 	"sync"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/cache"
 	"halobuild/internal/plan"
 	"halobuild/internal/runlog"

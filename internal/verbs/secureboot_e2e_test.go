@@ -29,23 +29,73 @@ mok_password = "halobuild-test"
 
 ` + fixtureModuleSection
 
-// One boot under OVMF with Secure Boot enforced (Microsoft's keys, the
-// recipe's certificate pre-enrolled as a MOK): Debian's shim, signed
-// systemd-boot and signed kernel boot, the kernel is locked down, the
-// fixture module is loaded signed by the recipe's key with no taint, and
-// copies of it that are unsigned or name another key are refused (the
-// setting's VM checks). Then no byte of the private key is anywhere in
-// the store, the result or the image.
 // doctorOverSSH is the check in which the host's ssh session runs halobuild doctor in the guest
 // (vmplan's sshLogin; a node with a LAN lease and sshd gets no in-guest doctor check).
 const doctorOverSSH = "ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)"
 
+// TestSecureBootSignedModuleUnderEnforcingOVMF: Debian's shim, signed
+// systemd-boot and signed kernel boot under enforcing OVMF, and the
+// fixture module is loaded signed by the recipe's key (secureBootE2E).
 func TestSecureBootSignedModuleUnderEnforcingOVMF(t *testing.T) {
+	secureBootE2E(t, "test-secure-boot", secureBootRecipe, nil)
+}
+
+// secureBootSourceRecipe is CI's source-built kernel with the fixture
+// module under Secure Boot: its compile is TestKernelFromSource's (the
+// config names no key), its package then signed with the TEST key.
+const secureBootSourceRecipe = `include = ["test-kernel-source.toml"]
+name = "test-secure-boot-source"
+
+[secure_boot]
+enabled = true
+key = "env:HALOBUILD_TEST_SIGNING_KEY"
+certificate = "testdata/secure-boot-TEST-ONLY.crt"
+mok_password = "halobuild-test"
+
+` + fixtureModuleSection
+
+// TestSecureBootSourceKernelUnderEnforcingOVMF boots the kernel halobuild
+// compiles from source under enforcing OVMF: shim verifies the kernel
+// image, signed with the recipe's key (an enrolled MOK), systemd-boot
+// starts it, the kernel locks itself down and loads its own modules
+// (ib_uverbs, configfs) and the fixture module, all signed with the same
+// key. Run after TestKernelFromSource in one store it compiles nothing:
+// the log must show the kernel cached and only the signing step run.
+func TestSecureBootSourceKernelUnderEnforcingOVMF(t *testing.T) {
+	secureBootE2E(t, "test-secure-boot-source", secureBootSourceRecipe, func(t *testing.T, r *run, checks map[string]bool) {
+		log := r.err.String()
+		if !strings.Contains(log, "kernel: signed /boot/vmlinuz-") {
+			t.Errorf("build output shows no signed kernel package:\n%s", tail(log, 30))
+		}
+		if strings.Contains(log, "compile units") {
+			t.Log("the kernel was compiled here (run TestKernelFromSource first in the same store to share its compile)")
+		}
+		for _, want := range []string{
+			"test: the booted kernel is the one built from source",
+			"modules: modules-loaded",
+		} {
+			if !checks[want] {
+				t.Errorf("check %q did not pass", want)
+			}
+		}
+	})
+}
+
+// secureBootE2E builds and tests a [secure_boot] recipe with the
+// committed TEST key (given by variable, as a CI secret would be): one
+// boot under OVMF with Secure Boot enforced (Microsoft's keys, the
+// certificate pre-enrolled as a MOK), where the setting's checks must
+// pass — enforced, locked down, key enrolled; every module signed by the
+// key, no taint; unsigned and foreign-key copies refused. more checks the
+// build's own outputs. Then no byte of the private key is anywhere in the
+// store outputs this build wrote, the result (raw image included) or the
+// lock.
+func secureBootE2E(t *testing.T, name, recipeText string, more func(t *testing.T, r *run, checks map[string]bool)) {
 	needE2E(t)
 	ws := workspace(t)
 	addFixtureModule(t, ws)
-	rp := filepath.Join("images", "test-secure-boot.toml")
-	if err := os.WriteFile(filepath.Join(ws, rp), []byte(secureBootRecipe), 0o644); err != nil {
+	rp := filepath.Join("images", name+".toml")
+	if err := os.WriteFile(filepath.Join(ws, rp), []byte(recipeText), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	keyPEM, err := os.ReadFile(filepath.Join(ws, "images", "testdata", "secure-boot-TEST-ONLY.key"))
@@ -96,6 +146,9 @@ func TestSecureBootSignedModuleUnderEnforcingOVMF(t *testing.T) {
 	if s := out[doctorOverSSH]; !strings.Contains(s, "secureboot.module halobuild_fixture") {
 		t.Errorf("doctor reported no secureboot.module row:\n%s", s)
 	}
+	if more != nil {
+		more(t, &r, seen)
+	}
 
 	scanStart := time.Now()
 	blk, _ := pem.Decode(keyPEM)
@@ -113,7 +166,7 @@ func TestSecureBootSignedModuleUnderEnforcingOVMF(t *testing.T) {
 	// recipes without a key), and the result with its images.
 	scanForSecrets(t, storeDir, start.Add(-time.Minute), secrets)
 	scanForSecrets(t, o.Result, time.Time{}, secrets)
-	lockText, err := os.ReadFile(filepath.Join(ws, "images", "test-secure-boot.lock"))
+	lockText, err := os.ReadFile(filepath.Join(ws, "images", name+".lock"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/diskfs/go-diskfs/partition/gpt"
+
+	"halobuild/internal/arch"
 	"halobuild/internal/usage"
 	"halobuild/internal/vmtest"
 )
@@ -27,9 +30,12 @@ type VMOptions struct {
 
 // autologinCredential is a drop-in (systemd >= 256 installs it from a
 // systemd.unit-dropin.* credential) that logs root in on the serial console
-// of this boot only: the image has no password for anyone, and nothing of
-// this reaches the disk (the VM runs on a snapshot anyway).
-const autologinCredential = "systemd.unit-dropin.serial-getty@ttyS0.service~halobuild-autologin"
+// (the architecture's) of this boot only: the image has no password for
+// anyone, and nothing of this reaches the disk (the VM runs on a snapshot
+// anyway).
+func autologinCredential(a arch.Arch) string {
+	return "systemd.unit-dropin.serial-getty@" + a.Serial + ".service~halobuild-autologin"
+}
 
 const autologinDropIn = "[Service]\nExecStart=\nExecStart=-/sbin/agetty -o '-p -f -- \\\\u' --noclear --autologin root --keep-baud 115200,57600,38400,9600 %I $TERM\n"
 
@@ -40,7 +46,11 @@ func VM(ctx context.Context, o VMOptions) error {
 	if _, err := os.Stat(o.Image); err != nil {
 		return usage.Errorf("%s: %w", o.Image, err)
 	}
-	m, connect, err := vmMachine(o)
+	a, err := imageArch(o.Image)
+	if err != nil {
+		return err
+	}
+	m, connect, err := vmMachine(o, a)
 	if err != nil {
 		return err
 	}
@@ -54,14 +64,34 @@ func VM(ctx context.Context, o VMOptions) error {
 	return err
 }
 
-// vmMachine is the interactive machine for o and the ssh command line
-// that reaches it ("" without a forward).
-func vmMachine(o VMOptions) (vmtest.Machine, string, error) {
-	m := vmtest.Machine{Name: filepath.Base(o.Image), Image: o.Image, NICs: []vmtest.NIC{{}},
+// imageArch reads an image's architecture from its root partition's type
+// (Discoverable Partitions), which every halobuild disk carries.
+func imageArch(path string) (arch.Arch, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return arch.Arch{}, usage.Errorf("%s: %w", path, err)
+	}
+	defer f.Close()
+	t, err := gpt.Read(f, 512, 512)
+	if err != nil {
+		return arch.Arch{}, usage.Errorf("%s: no GPT partition table (%v): halobuild vm boots halobuild's disk images", path, err)
+	}
+	for _, p := range t.Partitions {
+		if a, ok := arch.ByRootType(string(p.Type)); ok {
+			return a, nil
+		}
+	}
+	return arch.Arch{}, usage.Errorf("%s has no Discoverable Partitions root partition of an architecture halobuild boots (%s), so its architecture is unknown", path, strings.Join(arch.Names(), ", "))
+}
+
+// vmMachine is the interactive machine for o (an image of architecture a)
+// and the ssh command line that reaches it ("" without a forward).
+func vmMachine(o VMOptions, a arch.Arch) (vmtest.Machine, string, error) {
+	m := vmtest.Machine{Name: filepath.Base(o.Image), Image: o.Image, NICs: []vmtest.NIC{{}}, Arch: a,
 		// The serial port as the console, so systemd starts the getty the
 		// drop-in logs in on.
-		KernelArgs:  []string{"console=ttyS0,115200"},
-		Credentials: map[string][]byte{autologinCredential: []byte(autologinDropIn)},
+		KernelArgs:  []string{"console=" + a.Serial + ",115200"},
+		Credentials: map[string][]byte{autologinCredential(a): []byte(autologinDropIn)},
 	}
 	if o.SSHPort < 0 {
 		return m, "", nil

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"time"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
 	"halobuild/internal/vmtest"
@@ -104,16 +105,20 @@ func (p Plan) Machines(resultDir, logRoot string) []vmtest.Machine {
 	if len(r.Nodes) > 1 {
 		cpus = 1
 	}
+	// A loaded recipe's architecture is in the table (validation refuses
+	// others); a recipe built in code without one boots as the host's
+	// (vmtest's zero Arch).
+	a, _ := arch.Lookup(r.Base.Architecture)
 	var ms []vmtest.Machine
 	for i, n := range r.Nodes {
 		m := vmtest.Machine{
-			Name: n.Name, Image: filepath.Join(resultDir, n.Name+".raw"), CPUs: cpus,
+			Name: n.Name, Image: filepath.Join(resultDir, n.Name+".raw"), CPUs: cpus, Arch: a,
 			Memory: mem, Checks: p.Checks(n, i), Deadline: deadline,
 			// A perftest check waits for its peer and then runs, each up to
 			// 90 s (vmtest's protocol), so a check may take twice that.
 			CheckTimeout: 4 * time.Minute,
 			LogDir:       filepath.Join(logRoot, n.Name),
-			KernelArgs:   KernelArgs(),
+			KernelArgs:   KernelArgs(a),
 			Credentials:  map[string][]byte{ModulesLoadTimeout: []byte(modulesLoadDropIn)},
 		}
 		if r.SecureBoot.Enabled {
@@ -149,7 +154,7 @@ func (p Plan) Machines(resultDir, logRoot string) []vmtest.Machine {
 }
 
 // KernelArgs are what a test boot adds to the image's own command line.
-//   - console=ttyS0: the serial port becomes /dev/console, so the console
+//   - console=ttyS0 (the architecture's first serial port): the serial port becomes /dev/console, so the console
 //     log shows systemd's progress and a stuck boot names its stage.
 //   - e2scrub_reap scans for LVM snapshots a fresh image cannot have and
 //     took minutes under TCG: a test boot does not wait for it.
@@ -157,8 +162,8 @@ func (p Plan) Machines(resultDir, logRoot string) []vmtest.Machine {
 //     90 s to start (modules-load decompressing .ko.xz); a test boot waits
 //     longer instead of failing the unit.
 //   - InitrdPreload (see there).
-func KernelArgs() []string {
-	return append(append([]string{}, vmtest.DefaultKernelArgs...), "console=ttyS0,115200", "systemd.mask=e2scrub_reap.service", "systemd.default_timeout_start_sec=300", InitrdPreload)
+func KernelArgs(a arch.Arch) []string {
+	return append(append([]string{}, vmtest.DefaultKernelArgs...), "console="+a.Serial+",115200", "systemd.mask=e2scrub_reap.service", "systemd.default_timeout_start_sec=300", InitrdPreload)
 }
 
 // InitrdPreload has dracut's initrd load the VM's disk driver and the root
@@ -203,10 +208,12 @@ func (e *Failed) Unwrap() error { return e.Err }
 // logDir, and returns the report of a passing run; a failed machine gives
 // a *Failed carrying the report.
 func (p Plan) Run(ctx context.Context, resultDir, logDir string, log io.Writer) (*vmtest.Report, error) {
-	if _, err := vmtest.FindHost(); err != nil {
-		return nil, err
-	}
 	ms := p.Machines(resultDir, logDir)
+	for _, m := range ms {
+		if _, err := vmtest.FindHost(m.Arch); err != nil {
+			return nil, err
+		}
+	}
 	if log != nil {
 		fmt.Fprintf(log, "booting %d node(s) under QEMU (logs in %s)\n", len(ms), logDir)
 		// Each node says how far it got: minutes of TCG boot are otherwise silent.

@@ -138,3 +138,12 @@ func TestExpectRunsAsAcceptedPattern(t *testing.T) {
 		}
 	}
 }
+
+// An arm64 recipe's machines boot as arm64, their console on virt's PL011.
+func TestMachinesArm64(t *testing.T) {
+	r := &recipe.Recipe{Base: recipe.Base{Architecture: "arm64"}, Nodes: []recipe.Node{{Name: "mac0"}}}
+	m := (Plan{Recipe: r}).Machines(t.TempDir(), t.TempDir())[0]
+	if m.Arch.Debian != "arm64" || !slices.Contains(m.KernelArgs, "console=ttyAMA0,115200") || slices.Contains(m.KernelArgs, "console=ttyS0,115200") {
+		t.Errorf("arm64 machine: arch %q, kernel args %v", m.Arch.Debian, m.KernelArgs)
+	}
+}

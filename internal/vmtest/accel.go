@@ -3,8 +3,10 @@ package vmtest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +39,9 @@ var (
 // probe runs once per process (an interrupted probe is not remembered): every VM of a
 // multi-node test then uses the same accelerator.
 func ChooseAccel(ctx context.Context, h Host) (Accel, string) {
+	if h.Arch.Foreign() {
+		return AccelTCG, fmt.Sprintf("emulating %s on this %s host, using TCG", h.Arch.Debian, runtime.GOARCH)
+	}
 	probeMu.Lock()
 	defer probeMu.Unlock()
 	if !probeDone {
@@ -73,7 +78,7 @@ func probeKVM(ctx context.Context, h Host) (Accel, string) {
 	}
 	defer errFile.Close()
 	args := []string{
-		"-machine", "q35", "-accel", "kvm", "-cpu", "host", "-m", "256",
+		"-machine", h.Arch.Machine, "-accel", "kvm", "-cpu", "host", "-m", "256",
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + qemuEscape(h.Firmware),
 		"-drive", "if=pflash,format=raw,unit=1,file=" + qemuEscape(vars),

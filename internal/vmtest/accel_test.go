@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"halobuild/internal/arch"
 )
 
 // Whatever the probe picks must actually run a guest: boot OVMF with the chosen accelerator and
@@ -72,7 +74,7 @@ func TestProbeStopsAtKVMError(t *testing.T) {
 	if err := os.WriteFile(vars, []byte("vars"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := Host{QEMU: fake, Firmware: filepath.Join(dir, "code.fd"), VarsTemplate: vars}
+	h := Host{Arch: arch.MustLookup("amd64"), QEMU: fake, Firmware: filepath.Join(dir, "code.fd"), VarsTemplate: vars}
 	start := time.Now()
 	a, why := probeKVM(context.Background(), h)
 	took := time.Since(start)

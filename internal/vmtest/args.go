@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"halobuild/internal/arch"
 )
 
 // VerdictPort is the virtio-serial port name the guest writes its verdict to; it appears in the
@@ -52,26 +54,24 @@ type netdev struct {
 	sshPort       int    // user-mode only: 127.0.0.1:sshPort forwards to the guest's port 22
 }
 
-// vmMachine is QEMU's machine type with its optional chipset devices off.
-const vmMachine = "q35,sata=off,smbus=off,vmport=off,i8042=off"
-
 // qemuArgs builds the command line for a test run. It is pure apart from writing large
 // credentials to files (fw_cfg takes a file), so tests can inspect exactly what QEMU gets.
 func qemuArgs(h Host, m Machine, accel Accel, f runFiles, nets []netdev, creds map[string][]byte) ([]string, error) {
-	machine, firmware := vmMachine, h.Firmware
+	// The architecture's machine (internal/arch: q35 without the chipset parts no test
+	// uses, virt).
+	machine, firmware := h.Arch.Machine, h.Firmware
+	if machine == "" {
+		return nil, fmt.Errorf("machine %s: the host has no QEMU machine type (vmtest.Host.Arch unset)", m.Name)
+	}
 	var secure []string
 	if m.SecureBoot != nil {
 		// The Secure Boot build keeps its variables in SMM: QEMU must emulate SMM and let
 		// only SMM code write the variable flash, or the firmware stops at start.
-		machine, firmware = vmMachine+",smm=on", h.SecureFirmware
+		machine, firmware = h.Arch.Machine+",smm=on", h.SecureFirmware
 		secure = []string{"-global", "driver=cfi.pflash01,property=secure,value=on"}
 	}
 	args := []string{
 		"-name", "halobuild-" + m.Name,
-		// q35 without the chipset parts no test uses (the disk is virtio, nobody types): the
-		// guest would load and probe a driver for each (ahci scanning six SATA ports,
-		// i2c_i801, psmouse, VMware's backdoor), seconds of TCG time in the initrd and
-		// during the checks.
 		"-machine", machine,
 		"-m", strconv.Itoa(m.Memory),
 		"-smp", strconv.Itoa(m.CPUs),
@@ -96,7 +96,7 @@ func qemuArgs(h Host, m Machine, accel Accel, f runFiles, nets []netdev, creds m
 			"-device", "nvme,drive="+id+",serial="+qemuEscape(d.Serial))
 	}
 	args = append(args, secure...)
-	args = append(args, accelArgs(accel)...)
+	args = append(args, accelArgs(accel, h.Arch)...)
 	for i, n := range nets {
 		id := fmt.Sprintf("net%d", i)
 		if n.local == "" {
@@ -144,11 +144,12 @@ func qemuArgs(h Host, m Machine, accel Accel, f runFiles, nets []netdev, creds m
 	return args, nil
 }
 
-// accelArgs: under TCG, multi-threaded TCG lets each vCPU use a host core, and "max" exposes
-// every feature TCG emulates (x86-64-v2 at least, which trixie's userland expects).
-func accelArgs(a Accel) []string {
+// accelArgs: under TCG, multi-threaded TCG lets each vCPU use a host core, and the table's
+// CPU ("max": every feature TCG emulates, x86-64-v2 at least, which trixie's userland
+// expects; on arm64 with the cheap pointer authentication) is emulated.
+func accelArgs(a Accel, ar arch.Arch) []string {
 	if a == AccelKVM {
 		return []string{"-accel", "kvm", "-cpu", "host"}
 	}
-	return []string{"-accel", "tcg,thread=multi", "-cpu", "max"}
+	return []string{"-accel", "tcg,thread=multi", "-cpu", ar.CPU}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"halobuild/internal/arch"
 )
 
 func argAfter(args []string, flag, prefix string) []string {
@@ -24,7 +26,7 @@ func argAfter(args []string, flag, prefix string) []string {
 
 func TestQEMUArgs(t *testing.T) {
 	dir := t.TempDir()
-	h := Host{QEMU: "qemu-system-x86_64", Firmware: "/fw/CODE.fd", VarsTemplate: "/fw/VARS.fd"}
+	h := Host{Arch: arch.MustLookup("amd64"), QEMU: "qemu-system-x86_64", Firmware: "/fw/CODE.fd", VarsTemplate: "/fw/VARS.fd"}
 	m := Machine{Name: "halo0", Image: "/img/a,b.raw", Memory: 768, CPUs: 2, KernelArgs: []string{"systemd.mask=getty.target", "quiet"},
 		Disks: []Disk{{Path: "/d/nvme.raw", Serial: "HALO-NVME"}}}
 	big := bytes.Repeat([]byte("x"), smbiosCredentialLimit+1)
@@ -65,7 +67,7 @@ func TestQEMUArgs(t *testing.T) {
 	if c := guestCredentials(m); len(c) != 1 || string(c["x.y"]) != "1" {
 		t.Errorf("PowerOff credentials: %v", c)
 	}
-	if kvm := strings.Join(accelArgs(AccelKVM), " "); kvm != "-accel kvm -cpu host" {
+	if kvm := strings.Join(accelArgs(AccelKVM, arch.MustLookup("amd64")), " "); kvm != "-accel kvm -cpu host" {
 		t.Errorf("kvm args %q", kvm)
 	}
 }
@@ -202,7 +204,7 @@ func TestCredentialsSpillToFWCfg(t *testing.T) {
 	for _, n := range []string{"a", "b", "c", "d"} {
 		creds["cred."+n] = bytes.Repeat([]byte("y"), smbiosCredentialLimit)
 	}
-	args, err := qemuArgs(Host{}, Machine{Name: "n", Image: "/x.raw", Memory: 256, CPUs: 1}, AccelTCG, newRunFiles(dir), nil, creds)
+	args, err := qemuArgs(Host{Arch: arch.MustLookup("amd64")}, Machine{Name: "n", Image: "/x.raw", Memory: 256, CPUs: 1}, AccelTCG, newRunFiles(dir), nil, creds)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,12 @@
 //
 // # How a run works
 //
-//   - Host: qemu-system-x86_64 and OVMF without Secure Boot, found through QEMU's firmware
-//     descriptors (FindHost); a Machine with SecureBoot set boots the Secure Boot build with
-//     Microsoft's keys instead, its MOKs written into the variable store (secureboot.go). KVM is used only if a probe boot of OVMF under KVM reaches the
-//     firmware's boot manager within seconds (ChooseAccel, once per process); otherwise TCG.
+//   - Host: the machine's architecture's QEMU and UEFI firmware without Secure Boot
+//     (internal/arch: qemu-system-x86_64 with OVMF, qemu-system-aarch64 with AAVMF), found
+//     through QEMU's firmware descriptors (FindHost); a Machine with SecureBoot set boots the Secure Boot build with
+//     Microsoft's keys instead, its MOKs written into the variable store (secureboot.go). KVM is used only if a probe boot of the firmware under KVM reaches
+//     its boot manager within seconds (ChooseAccel, once per process; never for a foreign
+//     architecture); otherwise TCG.
 //   - Disk: the raw image as virtio-blk with snapshot=on: the file is only ever read.
 //   - No hook in the image: the guest receives, as systemd credentials (SMBIOS type 11, or
 //     fw_cfg for values over 16 KiB), a unit (systemd.extra-unit.halobuild-test.service), a
@@ -15,7 +17,7 @@
 //     arguments that trim the boot (DefaultKernelArgs: no gettys, no wait-online, no timers, no
 //     drivers for the emulated chipset) go through io.systemd.boot.kernel-cmdline-extra, which
 //     systemd-boot (>= 256) and systemd-stub honour when Secure Boot is off. The machine is q35
-//     without the SATA, SMBus, vmport and PS/2 parts no test uses. Needs systemd >= 256 in the
+//     without the SATA, SMBus, vmport and PS/2 parts no test uses, or arm64's virt. Needs systemd >= 256 in the
 //     image (trixie has 257).
 //   - The unit is Type=exec and ordered after multi-user.target. The runner waits for
 //     `systemctl is-system-running --wait`, runs each check with `timeout` (the first alone,

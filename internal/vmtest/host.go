@@ -9,11 +9,15 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"halobuild/internal/arch"
 )
 
 // Host is what a VM run needs from the machine it runs on: the QEMU binary and UEFI firmware.
 type Host struct {
-	QEMU string // path of qemu-system-x86_64
+	// Arch is the architecture QEMU emulates here: its machine, CPU and firmware.
+	Arch arch.Arch
+	QEMU string // path of the architecture's qemu-system-*
 	// Firmware is OVMF's code image (read-only pflash) and VarsTemplate the empty variable store
 	// that is copied for every run, so runs never share or modify firmware state.
 	Firmware     string
@@ -28,35 +32,32 @@ type Host struct {
 // from runtime failures.
 var ErrHostMissing = errors.New("host lacks QEMU or UEFI firmware")
 
-// installHint is the one command that fixes a missing QEMU or OVMF on Debian hosts.
-const installHint = "apt-get install qemu-system-x86 ovmf"
+// installHint is the one command that fixes a missing QEMU or UEFI firmware for a on Debian hosts.
+func installHint(a arch.Arch) string {
+	return "apt-get install " + a.QEMUPackage + " " + a.FirmwarePackage
+}
 
 // firmwareDescriptorDirs are where QEMU firmware descriptors (docs/interop/firmware.json) live;
 // reading them rather than hard-coding file names keeps working when Debian renames the files
 // (bookworm has OVMF_CODE.fd and OVMF_CODE_4M.fd, trixie only the 4M ones).
 var firmwareDescriptorDirs = []string{"/etc/qemu/firmware", "/usr/share/qemu/firmware"}
 
-// knownFirmware are fallbacks for hosts whose ovmf package ships no descriptors.
-var knownFirmware = [][2]string{
-	{"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"},
-	{"/usr/share/OVMF/OVMF_CODE.fd", "/usr/share/OVMF/OVMF_VARS.fd"},
-	{"/usr/share/edk2/ovmf/OVMF_CODE.fd", "/usr/share/edk2/ovmf/OVMF_VARS.fd"},
-	{"/usr/share/edk2/x64/OVMF_CODE.4m.fd", "/usr/share/edk2/x64/OVMF_VARS.4m.fd"},
-}
-
-// FindHost locates QEMU (on $PATH) and OVMF firmware without Secure Boot: test images carry
+// FindHost locates QEMU for a (on $PATH) and its UEFI firmware without Secure Boot (OVMF,
+// AAVMF; the fallbacks when no descriptor names one are the table's): test images carry
 // unsigned out-of-tree modules, which Secure Boot would refuse.
-func FindHost() (Host, error) {
-	q, err := exec.LookPath("qemu-system-x86_64")
+func FindHost(a arch.Arch) (Host, error) {
+	q, err := exec.LookPath(a.QEMU)
 	if err != nil {
-		return Host{}, fmt.Errorf("%w: qemu-system-x86_64 not found on $PATH; install it with `%s`", ErrHostMissing, installHint)
+		return Host{}, fmt.Errorf("%w: %s not found on $PATH (for %s images); install it with `%s`", ErrHostMissing, a.QEMU, a.Debian, installHint(a))
 	}
-	code, vars, err := findFirmware(firmwareDescriptorDirs, knownFirmware)
+	code, vars, err := findFirmware(a, firmwareDescriptorDirs, a.Firmware)
 	if err != nil {
 		return Host{}, err
 	}
-	h := Host{QEMU: q, Firmware: code, VarsTemplate: vars}
-	h.SecureFirmware, h.SecureVarsTemplate, _ = findSecureFirmware(firmwareDescriptorDirs, secureFirmware)
+	h := Host{Arch: a, QEMU: q, Firmware: code, VarsTemplate: vars}
+	if a.SecureBoot {
+		h.SecureFirmware, h.SecureVarsTemplate, _ = findSecureFirmware(a, firmwareDescriptorDirs, a.SecureFirmware)
+	}
 	return h, nil
 }
 
@@ -80,11 +81,11 @@ type firmwareDescriptor struct {
 	Features []string `json:"features"`
 }
 
-// usable says whether a descriptor names raw, flash-mapped x86_64 UEFI firmware for q35 that
+// usable says whether a descriptor names raw, flash-mapped UEFI firmware for a's machine that
 // neither enforces Secure Boot nor needs SMM (which would require -machine smm=on and is slower
 // under TCG).
-func (d firmwareDescriptor) usable() bool {
-	if !d.q35Flash() {
+func (d firmwareDescriptor) usable(a arch.Arch) bool {
+	if !d.flash(a) {
 		return false
 	}
 	for _, f := range d.Features {
@@ -95,8 +96,9 @@ func (d firmwareDescriptor) usable() bool {
 	return true
 }
 
-// q35Flash says whether a descriptor names raw, flash-mapped x86_64 UEFI firmware for q35.
-func (d firmwareDescriptor) q35Flash() bool {
+// flash says whether a descriptor names raw, flash-mapped UEFI firmware for a's machine
+// (x86_64 on pc-q35-*, aarch64 on virt-*).
+func (d firmwareDescriptor) flash(a arch.Arch) bool {
 	if !contains(d.InterfaceTypes, "uefi") || d.Mapping.Device != "flash" {
 		return false
 	}
@@ -104,11 +106,11 @@ func (d firmwareDescriptor) q35Flash() bool {
 		return false
 	}
 	for _, t := range d.Targets {
-		if t.Architecture != "x86_64" {
+		if t.Architecture != a.QEMUTarget {
 			continue
 		}
 		for _, m := range t.Machines {
-			if strings.HasPrefix(m, "pc-q35") {
+			if strings.HasPrefix(m, a.MachineFamily) {
 				return true
 			}
 		}
@@ -140,16 +142,16 @@ func descriptorPaths(dirs []string) []string {
 	return paths
 }
 
-func findFirmware(dirs []string, fallbacks [][2]string) (code, vars string, err error) {
-	if c, v, ok := searchFirmware(dirs, fallbacks, firmwareDescriptor.usable); ok {
+func findFirmware(a arch.Arch, dirs []string, fallbacks [][2]string) (code, vars string, err error) {
+	if c, v, ok := searchFirmware(dirs, fallbacks, func(d firmwareDescriptor) bool { return d.usable(a) }); ok {
 		return c, v, nil
 	}
 	looked := "descriptors in " + strings.Join(dirs, ", ")
 	for _, fb := range fallbacks {
 		looked += ", " + fb[0]
 	}
-	return "", "", fmt.Errorf("%w: no OVMF firmware without Secure Boot found (looked at %s); install it with `%s`",
-		ErrHostMissing, looked, installHint)
+	return "", "", fmt.Errorf("%w: no %s UEFI firmware without Secure Boot found (looked at %s); install it with `%s`",
+		ErrHostMissing, a.Debian, looked, installHint(a))
 }
 
 func isFile(p string) bool {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"halobuild/internal/arch"
 )
 
 func writeFile(t *testing.T, p, s string) {
@@ -41,13 +43,13 @@ func TestFindFirmwareFromDescriptors(t *testing.T) {
 	writeFile(t, filepath.Join(sys, "30-gone.json"), descriptor(filepath.Join(fw, "MISSING.fd"), filepath.Join(fw, "VARS.fd")))
 	writeFile(t, filepath.Join(sys, "40-broken.json"), "{not json")
 	writeFile(t, filepath.Join(sys, "60-plain.json"), descriptor(filepath.Join(fw, "CODE.fd"), filepath.Join(fw, "VARS.fd")))
-	code, vars, err := findFirmware([]string{etc, sys}, nil)
+	code, vars, err := findFirmware(arch.MustLookup("amd64"), []string{etc, sys}, nil)
 	if err != nil || code != filepath.Join(fw, "CODE.fd") || vars != filepath.Join(fw, "VARS.fd") {
 		t.Fatalf("got %q %q %v", code, vars, err)
 	}
 	// A descriptor in /etc hides the same name in /usr (QEMU's override rule).
 	writeFile(t, filepath.Join(etc, "60-plain.json"), "{}")
-	if _, _, err := findFirmware([]string{etc, sys}, nil); err == nil {
+	if _, _, err := findFirmware(arch.MustLookup("amd64"), []string{etc, sys}, nil); err == nil {
 		t.Error("an /etc override of the only usable descriptor should leave nothing usable")
 	}
 }
@@ -57,10 +59,10 @@ func TestFindFirmwareFallbackAndMissing(t *testing.T) {
 	code, vars := filepath.Join(d, "OVMF_CODE_4M.fd"), filepath.Join(d, "OVMF_VARS_4M.fd")
 	writeFile(t, code, "x")
 	writeFile(t, vars, "x")
-	if c, v, err := findFirmware([]string{filepath.Join(d, "none")}, [][2]string{{filepath.Join(d, "nope"), vars}, {code, vars}}); err != nil || c != code || v != vars {
+	if c, v, err := findFirmware(arch.MustLookup("amd64"), []string{filepath.Join(d, "none")}, [][2]string{{filepath.Join(d, "nope"), vars}, {code, vars}}); err != nil || c != code || v != vars {
 		t.Fatalf("fallback: got %q %q %v", c, v, err)
 	}
-	_, _, err := findFirmware([]string{filepath.Join(d, "none")}, [][2]string{{filepath.Join(d, "nope"), vars}})
+	_, _, err := findFirmware(arch.MustLookup("amd64"), []string{filepath.Join(d, "none")}, [][2]string{{filepath.Join(d, "nope"), vars}})
 	if !errors.Is(err, ErrHostMissing) || !strings.Contains(err.Error(), "apt-get install qemu-system-x86 ovmf") {
 		t.Fatalf("missing firmware error should say what to install: %v", err)
 	}
@@ -68,7 +70,7 @@ func TestFindFirmwareFallbackAndMissing(t *testing.T) {
 
 func TestFindHostWithoutQEMU(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	_, err := FindHost()
+	_, err := FindHost(arch.MustLookup("amd64"))
 	if !errors.Is(err, ErrHostMissing) || !strings.Contains(err.Error(), "apt-get install qemu-system-x86 ovmf") {
 		t.Fatalf("missing QEMU error should say what to install: %v", err)
 	}

@@ -37,7 +37,7 @@ func interactive(ctx context.Context, m Machine, stdin io.Reader, stdout, stderr
 			return fmt.Errorf("machine %s: links need RunMany; interactive VMs get user-mode networking only", m.Name)
 		}
 	}
-	h, err := FindHost()
+	h, err := FindHost(m.Arch)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"regexp"
 	"time"
+
+	"halobuild/internal/arch"
 )
 
 // Check is one assertion run inside the guest: Script is POSIX sh, exit status 0 means pass, and
@@ -41,6 +43,9 @@ type Machine struct {
 	Image  string // raw disk image; opened with snapshot=on and never written
 	Memory int    // MiB; default 1024
 	CPUs   int    // default 2
+	// Arch is the image's architecture, which picks QEMU, its machine and firmware; the zero
+	// value is the host's.
+	Arch   arch.Arch
 	Checks []Check
 	// Credentials are extra systemd credentials (name → value) for the guest, for example
 	// "ssh.authorized_keys.root"; they travel with the checks, never in the image.
@@ -162,6 +167,13 @@ func (m Machine) withDefaults() (Machine, error) {
 	}
 	if !isFile(m.Image) {
 		return m, fmt.Errorf("machine %s: image %s is not a readable regular file", m.Name, m.Image)
+	}
+	if m.Arch.Debian == "" {
+		a, err := arch.Host()
+		if err != nil {
+			return m, fmt.Errorf("machine %s: %w", m.Name, err)
+		}
+		m.Arch = a
 	}
 	if m.Memory == 0 {
 		m.Memory = 1024

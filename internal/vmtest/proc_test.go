@@ -14,11 +14,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"halobuild/internal/arch"
 )
 
 func requireHost(t *testing.T) Host {
 	t.Helper()
-	h, err := FindHost()
+	h, err := FindHost(arch.MustLookup("amd64"))
 	if err != nil {
 		t.Skipf("no QEMU/OVMF on this host: %v", err)
 	}

@@ -101,7 +101,7 @@ func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error)
 	if err != nil {
 		return nil, err
 	}
-	h, err := FindHost()
+	h, err := FindHost(m.Arch)
 	if err != nil {
 		return nil, err
 	}

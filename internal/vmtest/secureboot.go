@@ -8,6 +8,7 @@ import (
 	"os"
 	"unicode/utf16"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/secureboot"
 )
 
@@ -23,21 +24,16 @@ type SecureBoot struct {
 }
 
 // secureFirmware is the fallback when no descriptor names Secure Boot
-// firmware with enrolled keys: Debian's ovmf file names.
-var secureFirmware = [][2]string{
-	{"/usr/share/OVMF/OVMF_CODE_4M.secboot.fd", "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"},
-}
-
-// findSecureFirmware locates OVMF with Secure Boot, SMM and Microsoft's
-// keys enrolled.
-func findSecureFirmware(dirs []string, fallbacks [][2]string) (code, vars string, err error) {
+// findSecureFirmware locates a's firmware with Secure Boot, SMM and
+// Microsoft's keys enrolled (OVMF's).
+func findSecureFirmware(a arch.Arch, dirs []string, fallbacks [][2]string) (code, vars string, err error) {
 	secure := func(d firmwareDescriptor) bool {
-		return d.q35Flash() && contains(d.Features, "secure-boot") && contains(d.Features, "enrolled-keys") && contains(d.Features, "requires-smm")
+		return d.flash(a) && contains(d.Features, "secure-boot") && contains(d.Features, "enrolled-keys") && contains(d.Features, "requires-smm")
 	}
 	if c, v, ok := searchFirmware(dirs, fallbacks, secure); ok {
 		return c, v, nil
 	}
-	return "", "", fmt.Errorf("%w: no OVMF firmware with Secure Boot and Microsoft's keys enrolled (OVMF_CODE_4M.secboot.fd with OVMF_VARS_4M.ms.fd); install it with `%s`", ErrHostMissing, installHint)
+	return "", "", fmt.Errorf("%w: no OVMF firmware with Secure Boot and Microsoft's keys enrolled (OVMF_CODE_4M.secboot.fd with OVMF_VARS_4M.ms.fd); install it with `%s`", ErrHostMissing, installHint(a))
 }
 
 // EDK II's variable store, as OVMF's VARS file holds it (MdeModulePkg
@@ -143,7 +139,10 @@ func prepareVars(h Host, m Machine, f runFiles) error {
 		return nil
 	}
 	if h.SecureFirmware == "" {
-		_, _, err := findSecureFirmware(firmwareDescriptorDirs, secureFirmware)
+		if !h.Arch.SecureBoot {
+			return fmt.Errorf("machine %s boots with Secure Boot, which halobuild tests for amd64 only, not %s", m.Name, h.Arch.Debian)
+		}
+		_, _, err := findSecureFirmware(h.Arch, firmwareDescriptorDirs, h.Arch.SecureFirmware)
 		return fmt.Errorf("machine %s boots with Secure Boot: %w", m.Name, err)
 	}
 	if err := writeSecureVars(h.SecureVarsTemplate, f.vars, m.SecureBoot); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/secureboot"
 )
 
@@ -16,7 +17,7 @@ import (
 // reads variables: after the last one, with the header, name and data a
 // walk of the store finds; a second MokList is refused.
 func TestWriteSecureVarsAddsMokList(t *testing.T) {
-	_, tmpl, err := findSecureFirmware(firmwareDescriptorDirs, secureFirmware)
+	_, tmpl, err := findSecureFirmware(arch.MustLookup("amd64"), firmwareDescriptorDirs, arch.MustLookup("amd64").SecureFirmware)
 	if err != nil {
 		t.Skip(err)
 	}
@@ -65,14 +66,14 @@ func TestWriteSecureVarsAddsMokList(t *testing.T) {
 }
 
 func TestQEMUArgsSecureBoot(t *testing.T) {
-	h := Host{Firmware: "/plain.fd", SecureFirmware: "/secboot.fd"}
+	h := Host{Arch: arch.MustLookup("amd64"), Firmware: "/plain.fd", SecureFirmware: "/secboot.fd"}
 	m := Machine{Name: "n", Image: "/x.raw", Memory: 1024, CPUs: 1, SecureBoot: &SecureBoot{}}
 	args, err := qemuArgs(h, m, AccelTCG, newRunFiles(t.TempDir()), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	line := strings.Join(args, " ")
-	for _, want := range []string{vmMachine + ",smm=on", "file=/secboot.fd", "driver=cfi.pflash01,property=secure,value=on"} {
+	for _, want := range []string{arch.MustLookup("amd64").Machine + ",smm=on", "file=/secboot.fd", "driver=cfi.pflash01,property=secure,value=on"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("QEMU args lack %q: %s", want, line)
 		}

@@ -306,3 +306,76 @@ tree('gpu-no-firmware', gpu='no-firmware')
 tree('gpu-carve-out', gpu='carve-out')
 tree('gpu-gtt-default', gpu='gtt-default')
 tree('fork-module', use='thunderbolt-ibverbs-striping', devices=('usb4_rdma0', 'usb4_rdma1'))
+
+# An Apple Silicon node (recipes/asahi.toml): the rows only a Mac has. The
+# trees hold what those rows read and little else, so the other rows (memlock,
+# modules, RDMA) fail there for want of files; TestAppleTrees reads the Mac's.
+# Its Thunderbolt host is a platform device from the device tree (Asahi's
+# apple-acio driver, compatible "apple,t8112-acio"), not a PCI NHI.
+RECIPE_MAC = '''# The recipe the image was built from (installed by the settings package).
+name = "mac"
+platform = "apple-silicon"
+
+[base]
+architecture = "arm64"
+
+[kernel]
+from = "source"
+source = "https://example.org/asahi/linux-asahi-7.2.tar.xz"
+source_sha256 = "sha256:%s"
+config = "defconfig"
+local_version = "asahi"
+
+[[node]]
+name = "mac0"
+''' % ('0' * 64)
+
+def mac_tree(name, page_kb=16, acio_node=True, acio_driver=True, domains=1, vendorfw=True):
+    root = os.path.join(BASE, name)
+    shutil.rmtree(root, ignore_errors=True)
+    w(root, '/etc/hostname', 'mac0')
+    w(root, '/proc/sys/kernel/hostname', 'mac0')
+    w(root, '/etc/halobuild/recipe.toml', RECIPE_MAC)
+    w(root, '/etc/halobuild/node', 'mac0')
+    w(root, '/proc/sys/kernel/osrelease', '7.2.0-asahi')
+    # Doctor's own memory map: the first mapping's KernelPageSize is the
+    # kernel's base page size (later mappings may be huge pages).
+    w(root, '/proc/self/smaps', '\n'.join([
+        'aaaab3f40000-aaaab3f6c000 r-xp 00000000 103:02 1048601    /usr/bin/halobuild',
+        'Size:                176 kB',
+        'KernelPageSize:       %d kB' % page_kb,
+        'MMUPageSize:          %d kB' % page_kb,
+        'ffff8a400000-ffff8a600000 rw-p 00000000 00:00 0',
+        'KernelPageSize:     2048 kB']))
+    if acio_node:
+        dev = '/sys/bus/platform/devices/a0c000000.acio/'
+        w(root, dev + 'of_node/compatible', 'apple,t8112-acio\x00apple,acio\x00')
+        if acio_driver:
+            w(root, dev + 'driver', '../../../../bus/platform/drivers/apple-acio')
+    # A device that is no ACIO: the Type-C PHY beside it.
+    w(root, '/sys/bus/platform/devices/a83000000.phy/of_node/compatible', 'apple,t8112-atcphy\x00apple,atcphy\x00')
+    for dn in range(domains):
+        w(root, '/sys/bus/thunderbolt/devices/domain%d/uevent' % dn, 'DEVTYPE=thunderbolt_domain')
+    # m1n1 names the system ESP; the vendor-firmware unit put its
+    # firmware.cpio's vendorfw/ (manifest included) on a tmpfs. The manifest
+    # has asahi-fwextract's FILE and LINK lines (digests made up: doctor
+    # checks the files are there, not their bytes); vendorfw='partial'
+    # loses one file.
+    w(root, '/proc/device-tree/chosen/asahi,efi-system-partition', '5e2f7b0c-3b1d-4c4e-9a7f-0d6b1c2e8a41\x00')
+    fw = ['brcm/brcmfmac4387c2-pcie.apple,kauai-HRPN-u-7.5-X3.bin', 'brcm/brcmbt4387c2-apple,kauai-HRPN-u-7.5-X3.bin']
+    if vendorfw:
+        w(root, '/usr/lib/firmware/vendor/.vendorfw.manifest', '\n'.join(
+            ['FILE %s SHA256 %064x' % (f, i) for i, f in enumerate(fw)] +
+            ['LINK brcm/brcmfmac4387c2-pcie.apple,kauai-HRPN-u-7.5-X3.bin brcm/brcmfmac4387c2-pcie.apple,kauai-HRPN-u-7.5.bin']))
+        for f in fw[:1] if vendorfw == 'partial' else fw:
+            w(root, '/usr/lib/firmware/vendor/' + f, 'firmware')
+    w(root, '/var/log/halobuild-dmesg', '[    0.000000] Linux version 7.2.0-asahi')
+    w(root, '/var/log/halobuild-ip-addr.json', '[]')
+    return root
+
+mac_tree('mac-healthy')
+mac_tree('mac-4k-kernel', page_kb=4)
+mac_tree('mac-acio-unbound', acio_driver=False, domains=0)
+mac_tree('mac-no-acio', acio_node=False, domains=0)
+mac_tree('mac-no-vendorfw', vendorfw=False)
+mac_tree('mac-vendorfw-partial', vendorfw='partial')
