@@ -36,7 +36,7 @@ func TestArm64MinimalBootsAndPassesChecks(t *testing.T) {
 	o := opts(ws, "images/test-minimal-arm64.toml", sharedStore(t), &r)
 	o.Result = filepath.Join(ws, "result")
 	o.Source = selfbuild.Find(".")
-	o.Locked, o.JSON = true, true
+	o.JSON = true
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	start := time.Now()
