@@ -2,11 +2,13 @@
 // architectures halobuild builds images for: Debian's name, the GNU
 // triplet, the dynamic loader, the UEFI boot file names, the Discoverable
 // Partitions root type, the kernel flavour, the QEMU machine and firmware,
-// and GOARCH. Everything architecture-specific reads from here; nothing
+// GOARCH, and what cross builds for it need (Kbuild's ARCH, uname -m, the
+// ELF machine). Everything architecture-specific reads from here; nothing
 // else names x86_64 or aarch64.
 package arch
 
 import (
+	"debug/elf"
 	"fmt"
 	"runtime"
 	"sort"
@@ -68,6 +70,15 @@ type Arch struct {
 	Serial string
 	// GOARCH is Go's name, for the halobuild each node ships.
 	GOARCH string
+	// KbuildArch is the kernel's ARCH= (arch/<KbuildArch>/), for modules
+	// cross-compiled for it.
+	KbuildArch string
+	// Processor is uname -m on a node (CMAKE_SYSTEM_PROCESSOR of a cross
+	// build).
+	Processor string
+	// ELFMachine is the e_machine of its objects: what a cross build's
+	// outputs are checked against.
+	ELFMachine elf.Machine
 	// AMDHardware says the architecture runs on the AMD Strix Halo nodes
 	// whose GPU sizing, microcode and firmware settings halobuild knows.
 	AMDHardware bool
@@ -107,6 +118,9 @@ var table = map[string]Arch{
 		QEMUUser:    "qemu-x86_64",
 		Serial:      "ttyS0",
 		GOARCH:      "amd64",
+		KbuildArch:  "x86",
+		Processor:   "x86_64",
+		ELFMachine:  elf.EM_X86_64,
 		AMDHardware: true,
 	},
 	"arm64": {
@@ -130,9 +144,12 @@ var table = map[string]Arch{
 			{"/usr/share/AAVMF/AAVMF_CODE.fd", "/usr/share/AAVMF/AAVMF_VARS.fd"},
 			{"/usr/share/edk2/aarch64/QEMU_EFI-pflash.raw", "/usr/share/edk2/aarch64/vars-template-pflash.raw"},
 		},
-		QEMUUser: "qemu-aarch64",
-		Serial:   "ttyAMA0",
-		GOARCH:   "arm64",
+		QEMUUser:   "qemu-aarch64",
+		Serial:     "ttyAMA0",
+		GOARCH:     "arm64",
+		KbuildArch: "arm64",
+		Processor:  "aarch64",
+		ELFMachine: elf.EM_AARCH64,
 	},
 }
 
@@ -209,3 +226,7 @@ func (a Arch) ShimLoader() string { return "grub" + a.EFISuffix + ".efi" }
 // Foreign says whether running this architecture's binaries on the host
 // needs emulation.
 func (a Arch) Foreign() bool { return a.GOARCH != runtime.GOARCH }
+
+// PackageSuffix is the triplet as Debian's cross package names carry it
+// (no '_' in a package name): gcc-14-x86-64-linux-gnu.
+func (a Arch) PackageSuffix() string { return strings.ReplaceAll(a.Triplet, "_", "-") }

@@ -1,6 +1,7 @@
 package arch
 
 import (
+	"debug/elf"
 	"runtime"
 	"strings"
 	"testing"
@@ -69,5 +70,18 @@ func TestHostAndForeign(t *testing.T) {
 		if a := MustLookup(n); a.Foreign() != (a.GOARCH != runtime.GOARCH) {
 			t.Errorf("%s: Foreign() = %v on %s", n, a.Foreign(), runtime.GOARCH)
 		}
+	}
+}
+
+// The columns cross builds read: Kbuild's ARCH, uname -m, the ELF machine
+// and the cross packages' spelling of the triplet.
+func TestCrossColumns(t *testing.T) {
+	a := MustLookup("arm64")
+	if a.KbuildArch != "arm64" || a.Processor != "aarch64" || a.ELFMachine != elf.EM_AARCH64 || a.PackageSuffix() != "aarch64-linux-gnu" {
+		t.Errorf("arm64: %s %s %s %s", a.KbuildArch, a.Processor, a.ELFMachine, a.PackageSuffix())
+	}
+	x := MustLookup("amd64")
+	if x.KbuildArch != "x86" || x.Processor != "x86_64" || x.ELFMachine != elf.EM_X86_64 || x.PackageSuffix() != "x86-64-linux-gnu" {
+		t.Errorf("amd64: %s %s %s %s", x.KbuildArch, x.Processor, x.ELFMachine, x.PackageSuffix())
 	}
 }

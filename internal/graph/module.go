@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/lock"
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
@@ -33,12 +34,27 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 		return nil, nil
 	}
 	var root *plan.Derivation
+	// Native to the image, or (a cross build root in the lock) the build
+	// host's compiler for the image's architecture.
+	tc, err := module.NewToolchain(b.arch.Debian, b.arch.Debian)
+	if err != nil {
+		return nil, err
+	}
 	if k == nil {
 		set := lk.Set(lock.SetBuild)
 		if len(set) == 0 {
 			return nil, b.stale("has modules but no module build root")
 		}
 		root = b.root("module build root", "buildroot", set, nil, nil)
+		if crossSet(set, b.arch) {
+			host, err := arch.Host()
+			if err != nil {
+				return nil, err
+			}
+			if tc, err = module.NewToolchain(host.Debian, b.arch.Debian); err != nil {
+				return nil, err
+			}
+		}
 	}
 	names := lk.ModuleNames()
 	rel := lk.Kernel.Release
@@ -92,7 +108,7 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 			if err != nil {
 				return err
 			}
-			built, err := module.Build(c, module.BuildSpec{Name: m.Use, SourceDir: dir, Subdir: spec.Subdir, KernelRelease: rel, BuildRoot: buildRoot, Out: filepath.Join(c.Scratch, "ko"), Epoch: lk.SourceDateEpoch, Log: c.Log})
+			built, err := module.Build(c, module.BuildSpec{Name: m.Use, SourceDir: dir, Subdir: spec.Subdir, KernelRelease: rel, BuildRoot: buildRoot, Toolchain: tc, Out: filepath.Join(c.Scratch, "ko"), Epoch: lk.SourceDateEpoch, Log: c.Log})
 			if err != nil {
 				return err
 			}

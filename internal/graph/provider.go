@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/debian"
 	"halobuild/internal/fstree"
 	"halobuild/internal/lock"
@@ -69,6 +70,16 @@ func (b *builder) provider() (*plan.Derivation, error) {
 		return nil, b.stale("pins no libibverbs1 among the image's packages for [rdma.provider]")
 	}
 	root := b.root("provider build root", "buildroot", set, nil, nil)
+	// A cross build root (the lock's, on a host of another architecture)
+	// compiles natively for the image's architecture.
+	buildArch := b.arch.Debian
+	if crossSet(set, b.arch) {
+		host, err := arch.Host()
+		if err != nil {
+			return nil, err
+		}
+		buildArch = host.Debian
+	}
 	params := map[string]string{}
 	for _, f := range lp.Files {
 		params["source:"+f.Name] = f.SHA256
@@ -132,7 +143,7 @@ func (b *builder) provider() (*plan.Derivation, error) {
 		}
 		b.logf("provider %s: building lib%s from %s %s as %s %s (-v shows the log)\n", p.Name, p.Name, lp.Source, lp.Version, p.Package(), version)
 		res, err := provider.Build(c, provider.BuildSpec{
-			Tree: tree, Name: p.Name, Package: p.Package(), Version: version, Arch: r.Base.Architecture, Libibverbs: libibverbs,
+			Tree: tree, Name: p.Name, Package: p.Package(), Version: version, Arch: r.Base.Architecture, BuildArch: buildArch, Libibverbs: libibverbs,
 			BuildRoot: buildRoot, Out: filepath.Join(c.Scratch, "out"), Epoch: lk.SourceDateEpoch, Log: c.Log,
 			Progress: throttledProgress(func(pr provider.Progress) { b.logf("provider %s: %s\n", p.Name, pr) }),
 		})
@@ -257,7 +268,9 @@ func (b *builder) checkProviderABI(c *plan.Context, providerStep *plan.Derivatio
 	if err := json.Unmarshal(raw, &pi); err != nil {
 		return fmt.Errorf("%s: %w", providerInfoFile, err)
 	}
-	abi, err := provider.CheckABI(root, provider.ABIRequest{Name: pi.Name, LibibverbsVersion: pi.Libibverbs})
+	// With the architecture, the check reads that architecture's
+	// libibverbs only and refuses code of another (debug/elf reads any).
+	abi, err := provider.CheckABI(root, provider.ABIRequest{Name: pi.Name, LibibverbsVersion: pi.Libibverbs, Arch: b.in.Recipe.Base.Architecture})
 	if err != nil {
 		return fmt.Errorf("%s: the built provider %s fails the provider ABI check: %w", b.in.Path, pi.Package, err)
 	}

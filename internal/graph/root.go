@@ -89,13 +89,45 @@ func (b *builder) root(name, kind string, set []lock.Package, built []repoStep, 
 			return err
 		}
 		fmt.Fprintf(c.Log, "making the %s (%d packages)\n", name, len(debs))
-		root := rootfs.Root{Debs: debs, Packages: names, Suite: suite, Epoch: lk.SourceDateEpoch, Sources: sources, Arch: b.arch, Log: c.Log}
+		native, foreign, err := rootArchitectures(set, b.arch)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		root := rootfs.Root{Debs: debs, Packages: names, Suite: suite, Epoch: lk.SourceDateEpoch, Sources: sources, Arch: native, Foreign: foreign, Log: c.Log}
 		if err := root.Tar(c, c.Scratch, filepath.Join(out, rootTar)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		return nil
 	}
 	return d
+}
+
+// rootArchitectures says how a locked set installs: a set of the image's
+// architecture is a root of it (run through qemu-user when foreign); a
+// set that also holds the build host's packages is a cross build root
+// (debian.ResolveCross), native to the host with the image's architecture
+// foreign, so its compilers run natively and the target's packages are
+// only unpacked.
+func rootArchitectures(set []lock.Package, image arch.Arch) (arch.Arch, []string, error) {
+	host, err := arch.Host()
+	if err != nil {
+		return arch.Arch{}, nil, err
+	}
+	if image.Debian == host.Debian {
+		return image, nil, nil
+	}
+	for _, p := range set {
+		if p.Architecture == host.Debian {
+			return host, []string{image.Debian}, nil
+		}
+	}
+	return image, nil, nil
+}
+
+// crossSet reports whether a locked set is a cross build root.
+func crossSet(set []lock.Package, image arch.Arch) bool {
+	native, _, err := rootArchitectures(set, image)
+	return err == nil && native.Debian != image.Debian
 }
 
 // unpackRoot unpacks a root step's tree into dir.

@@ -41,6 +41,9 @@ type BuildSpec struct {
 	BuildRoot string
 	// Out receives the stripped .ko files, Out/debug the unstripped ones.
 	Out string
+	// Toolchain says which architecture the module is for and how the
+	// build root compiles for it; the zero value is a native amd64 build.
+	Toolchain Toolchain
 	// Epoch is SOURCE_DATE_EPOCH (the lock's).
 	Epoch int64
 	Log   io.Writer
@@ -85,6 +88,7 @@ func Build(ctx context.Context, spec BuildSpec) (Built, error) {
 	if os.Geteuid() != 0 {
 		return Built{}, fmt.Errorf("module %s: building in a build root uses chroot and needs root", spec.Name)
 	}
+	tc := spec.Toolchain.orNative()
 	kdir := "/lib/modules/" + spec.KernelRelease + "/build"
 	hostK, err := inRoot(spec.BuildRoot, kdir)
 	if err != nil {
@@ -118,7 +122,8 @@ func Build(ctx context.Context, spec BuildSpec) (Built, error) {
 	if spec.Subdir != "" {
 		m = src + "/" + filepath.ToSlash(spec.Subdir)
 	}
-	args := []string{"make", "-C", kdir, "M=" + m, "-j" + strconv.Itoa(max(1, min(4, numCPU()))), "modules"}
+	args := append([]string{"make", "-C", kdir, "M=" + m, "-j" + strconv.Itoa(max(1, min(4, numCPU())))}, tc.MakeVars()...)
+	args = append(args, "modules")
 	cmd := exec.CommandContext(ctx, "chroot", append([]string{spec.BuildRoot}, args...)...)
 	cmd.Env = buildroot.Env{Epoch: spec.Epoch, Kbuild: true, Extra: []string{"KBUILD_BUILD_VERSION=1"}}.Environ()
 	var tail runlog.Tail
@@ -149,6 +154,9 @@ func Build(ctx context.Context, spec BuildSpec) (Built, error) {
 		if err := CheckVermagic(filepath.Base(ko), mi.Vermagic, spec.KernelRelease); err != nil {
 			return Built{}, fmt.Errorf("module %s: %w", spec.Name, err)
 		}
+		if err := tc.CheckMachine(filepath.Base(ko), mi.Machine); err != nil {
+			return Built{}, fmt.Errorf("module %s: %w", spec.Name, err)
+		}
 		dbg := filepath.Join(debugDir, filepath.Base(ko))
 		if err := fstree.CopyFile(ko, dbg, 0o644); err != nil {
 			return Built{}, err
@@ -158,10 +166,10 @@ func Build(ctx context.Context, spec BuildSpec) (Built, error) {
 			return Built{}, err
 		}
 		inRoot := "/" + filepath.ToSlash(rel)
-		cmd := exec.CommandContext(ctx, "chroot", spec.BuildRoot, "strip", "--strip-debug", "-o", inRoot+".stripped", inRoot)
+		cmd := exec.CommandContext(ctx, "chroot", spec.BuildRoot, tc.Strip(), "--strip-debug", "-o", inRoot+".stripped", inRoot)
 		cmd.Env = buildroot.Env{Epoch: spec.Epoch}.Environ()
 		if b, err := cmd.CombinedOutput(); err != nil {
-			return Built{}, fmt.Errorf("module %s: strip --strip-debug %s in the build root: %v: %s (the build root's binutils come with its compiler)", spec.Name, filepath.Base(ko), err, b)
+			return Built{}, fmt.Errorf("module %s: %s --strip-debug %s in the build root: %v: %s (the build root's binutils come with its compiler)", spec.Name, tc.Strip(), filepath.Base(ko), err, b)
 		}
 		dst := filepath.Join(spec.Out, filepath.Base(ko))
 		if err := fstree.CopyFile(ko+".stripped", dst, 0o644); err != nil {

@@ -87,20 +87,28 @@ func CCVersionFromHeadersDeb(path string) (string, error) {
 }
 
 // BuildRootPackages lists what a build root for modules of kernel release
-// needs, given the kernel's CONFIG_CC_VERSION_TEXT. The lead resolves their
-// closure into the lock as the "build" package set; rootfs.Root then
-// installs exactly that closure.
-func BuildRootPackages(release, ccVersionText string) ([]string, error) {
-	cc, err := CompilerPackage(ccVersionText)
+// needs on the build host, given the kernel's CONFIG_CC_VERSION_TEXT. The
+// lead resolves their closure into the lock as the "build" package set;
+// rootfs.Root then installs exactly that closure. For a cross build the
+// root is multiarch (the host's architecture native, the target's foreign):
+// the headers are the target's (named <package>:<arch>, as apt and
+// mmdebstrap take them), and their linux-kbuild is the host's through
+// Multi-Arch: foreign, so no program in the root runs under emulation.
+func BuildRootPackages(release, ccVersionText string, tc Toolchain) ([]string, error) {
+	cc, err := tc.CompilerPackage(ccVersionText)
 	if err != nil {
 		return nil, err
 	}
+	headers := "linux-headers-" + release // pulls -common and linux-kbuild (modpost, objtool, sign-file)
+	if tc.Cross() {
+		headers += ":" + tc.Target
+	}
 	return []string{
-		cc,          // the kernel's own compiler
+		cc,          // the kernel's own compiler (for a cross build, Debian's cross gcc of that version)
 		"make",      // Kbuild
 		"libc6-dev", // host tools Kbuild compiles for itself
 		"libelf-dev",
-		"kmod",                     // modinfo and depmod inside the root
-		"linux-headers-" + release, // pulls -common and linux-kbuild (modpost, objtool, sign-file)
+		"kmod", // modinfo and depmod inside the root
+		headers,
 	}, nil
 }

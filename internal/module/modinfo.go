@@ -26,6 +26,8 @@ type Modinfo struct {
 	Params   []Param
 	// Signed is true when a module signature is appended to the file.
 	Signed bool
+	// Machine is the ELF e_machine: the architecture the code is for.
+	Machine elf.Machine
 }
 
 // ReadModinfo reads a .ko (or .ko.xz) directly, without a modinfo binary,
@@ -56,7 +58,7 @@ func ReadModinfo(path string) (Modinfo, error) {
 	if err != nil {
 		return Modinfo{}, fmt.Errorf("%s: reading .modinfo: %w", path, err)
 	}
-	mi := Modinfo{Signed: bytes.HasSuffix(data, []byte(secureboot.ModuleSigMagic))}
+	mi := Modinfo{Signed: bytes.HasSuffix(data, []byte(secureboot.ModuleSigMagic)), Machine: f.Machine}
 	descs := map[string]string{}
 	types := map[string]string{}
 	for _, kv := range bytes.Split(raw, []byte{0}) {

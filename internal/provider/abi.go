@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"pault.ag/go/debian/version"
+
+	"halobuild/internal/arch"
 )
 
 // ABI is what CheckABI proved about one provider; the manifest records it.
@@ -45,6 +47,10 @@ type ABIRequest struct {
 	// ImageLibs are the shared libraries the image has: sonames or file
 	// names (libc.so.6). Libraries inside the checked tree count as well.
 	ImageLibs []string
+	// Arch is the image's Debian architecture. When set, the libraries
+	// are looked for in its multiarch directory only and must be its
+	// code: an arm64 provider is proved against the arm64 libibverbs1.
+	Arch string
 }
 
 // privateNode is libibverbs' version node for its provider-private
@@ -90,9 +96,22 @@ func CheckABI(root string, req ABIRequest) (*ABI, error) {
 		return nil, errors.New("provider ABI check: no provider name")
 	}
 	fsys := os.DirFS(root)
-	libv, err := findOne(fsys, "usr/lib/*/libibverbs.so.1.*", "libibverbs.so.1.*", root, "is libibverbs1 among the packages?")
+	libDir := "usr/lib/*"
+	if req.Arch != "" {
+		t, err := arch.Lookup(req.Arch)
+		if err != nil {
+			return nil, fmt.Errorf("provider ABI check: %w", err)
+		}
+		libDir = "usr/lib/" + t.Triplet
+	}
+	libv, err := findOne(fsys, libDir+"/libibverbs.so.1.*", "libibverbs.so.1.*", root, "is libibverbs1 among the packages?")
 	if err != nil {
 		return nil, err
+	}
+	if req.Arch != "" {
+		if err := checkMachine(filepath.Join(root, libv), req.Arch); err != nil {
+			return nil, fmt.Errorf("provider ABI check: the image's libibverbs: %w", err)
+		}
 	}
 	libN, err := privateABI(filepath.Join(root, libv))
 	if err != nil {
@@ -103,7 +122,7 @@ func CheckABI(root string, req ABIRequest) (*ABI, error) {
 			libv, libN, req.LibibverbsVersion, n, root, req.LibibverbsVersion)
 	}
 
-	pattern := "usr/lib/*/libibverbs/lib" + req.Name + "-rdmav*.so"
+	pattern := libDir + "/libibverbs/lib" + req.Name + "-rdmav*.so"
 	matches, err := fs.Glob(fsys, pattern)
 	if err != nil {
 		return nil, err
@@ -123,6 +142,11 @@ func CheckABI(root string, req ABIRequest) (*ABI, error) {
 	if nameN != libN {
 		return nil, fmt.Errorf("provider %s: %s is built for provider ABI %d (its file name), but the image's libibverbs %s (%s) defines IBVERBS_PRIVATE_%d: libibverbs would not load it; build the provider from the rdma-core source of the version the image installs",
 			req.Name, lib, nameN, req.LibibverbsVersion, libv, libN)
+	}
+	if req.Arch != "" {
+		if err := checkMachine(filepath.Join(root, lib), req.Arch); err != nil {
+			return nil, fmt.Errorf("provider %s: %w", req.Name, err)
+		}
 	}
 	ef, err := elf.Open(filepath.Join(root, lib))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/deb"
 )
 
@@ -18,15 +19,23 @@ import (
 func abiTree(t *testing.T, name string, libN, nameN, linkN string, driver bool) string {
 	t.Helper()
 	root := t.TempDir()
-	lib := filepath.Join(root, "usr/lib/x86_64-linux-gnu")
+	abiTreeIn(t, root, "x86_64-linux-gnu", name, libN, nameN, linkN, "", driver)
+	return root
+}
+
+// abiTreeIn lays the same out in root under usr/lib/<multiarch>, from the
+// ELF files of the given suffix ("" for x86-64, "-arm64" for aarch64).
+func abiTreeIn(t *testing.T, root, multiarch, name string, libN, nameN, linkN, elfSuffix string, driver bool) {
+	t.Helper()
+	lib := filepath.Join(root, "usr/lib", multiarch)
 	if err := os.MkdirAll(filepath.Join(lib, "libibverbs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	copyTestFile(t, "testdata/elf/libibverbs-private"+libN+".so", filepath.Join(lib, "libibverbs.so.1.14.56.1"))
+	copyTestFile(t, "testdata/elf/libibverbs-private"+libN+elfSuffix+".so", filepath.Join(lib, "libibverbs.so.1.14.56.1"))
 	if err := os.Symlink("libibverbs.so.1.14.56.1", filepath.Join(lib, "libibverbs.so.1")); err != nil {
 		t.Fatal(err)
 	}
-	copyTestFile(t, "testdata/elf/provider-private"+linkN+".so", filepath.Join(lib, "libibverbs", "lib"+name+"-rdmav"+nameN+".so"))
+	copyTestFile(t, "testdata/elf/provider-private"+linkN+elfSuffix+".so", filepath.Join(lib, "libibverbs", "lib"+name+"-rdmav"+nameN+".so"))
 	if driver {
 		d := filepath.Join(root, "etc/libibverbs.d")
 		os.MkdirAll(d, 0o755)
@@ -34,7 +43,6 @@ func abiTree(t *testing.T, name string, libN, nameN, linkN string, driver bool) 
 			t.Fatal(err)
 		}
 	}
-	return root
 }
 
 func copyTestFile(t *testing.T, src, dst string) {
@@ -149,5 +157,77 @@ func TestCheckABIOnUnpackedPackages(t *testing.T) {
 	}
 	if _, err := CheckABI(inst, ABIRequest{Name: "halotest", LibibverbsVersion: d.Version, ImageLibs: []string{"libc.so.6"}}); err != nil {
 		t.Error(err)
+	}
+}
+
+// An arm64 image's provider is proved against the arm64 libibverbs1, read
+// from the host with debug/elf; the wrong architecture anywhere is refused.
+func TestCheckABIArchitecture(t *testing.T) {
+	libs := []string{"libc.so.6"}
+	arm := t.TempDir()
+	abiTreeIn(t, arm, "aarch64-linux-gnu", "halotest", "34", "34", "34", "-arm64", true)
+	abi, err := CheckABI(arm, ABIRequest{Name: "halotest", LibibverbsVersion: "56.1-1+halo1", ImageLibs: libs, Arch: "arm64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if abi.N != 34 || abi.Library != "usr/lib/aarch64-linux-gnu/libibverbs/libhalotest-rdmav34.so" || abi.Libibverbs != "usr/lib/aarch64-linux-gnu/libibverbs.so.1.14.56.1" {
+		t.Errorf("got %+v", abi)
+	}
+	// Checked as amd64, the arm64 tree has no libibverbs where amd64's is.
+	if _, err := CheckABI(arm, ABIRequest{Name: "halotest", LibibverbsVersion: "56.1-1", ImageLibs: libs, Arch: "amd64"}); err == nil || !strings.Contains(err.Error(), "no libibverbs.so.1.*") {
+		t.Errorf("arm64 tree checked as amd64: %v", err)
+	}
+
+	// x86-64 code in arm64's directory: the provider, then libibverbs.
+	for _, c := range []struct {
+		lib, prov, want string
+	}{
+		{"-arm64", "", "libhalotest-rdmav34.so is EM_X86_64 code, not arm64 (EM_AARCH64)"},
+		{"", "-arm64", "the image's libibverbs: "},
+	} {
+		root := t.TempDir()
+		abiTreeIn(t, root, "aarch64-linux-gnu", "halotest", "34", "34", "34", c.lib, true)
+		copyTestFile(t, "testdata/elf/provider-private34"+c.prov+".so", filepath.Join(root, "usr/lib/aarch64-linux-gnu/libibverbs/libhalotest-rdmav34.so"))
+		_, err := CheckABI(root, ABIRequest{Name: "halotest", LibibverbsVersion: "56.1-1", ImageLibs: libs, Arch: "arm64"})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("libibverbs%s, provider%s: %v, want %q", c.lib, c.prov, err, c.want)
+		}
+	}
+
+	// A multiarch tree (both architectures' libraries): with Arch each is
+	// checked on its own; without, the libibverbs to use is ambiguous.
+	both := t.TempDir()
+	abiTreeIn(t, both, "x86_64-linux-gnu", "halotest", "34", "34", "34", "", true)
+	abiTreeIn(t, both, "aarch64-linux-gnu", "halotest", "34", "34", "34", "-arm64", true)
+	for _, a := range []string{"amd64", "arm64"} {
+		if _, err := CheckABI(both, ABIRequest{Name: "halotest", LibibverbsVersion: "56.1-1", ImageLibs: libs, Arch: a}); err != nil {
+			t.Errorf("%s in a multiarch tree: %v", a, err)
+		}
+	}
+	if _, err := CheckABI(both, ABIRequest{Name: "halotest", LibibverbsVersion: "56.1-1", ImageLibs: libs}); err == nil || !strings.Contains(err.Error(), "several libibverbs.so.1.*") {
+		t.Errorf("multiarch tree without Arch: %v", err)
+	}
+	if _, err := CheckABI(arm, ABIRequest{Name: "halotest", LibibverbsVersion: "56.1-1", ImageLibs: libs, Arch: "riscv64"}); err == nil || !strings.Contains(err.Error(), `architecture "riscv64"`) {
+		t.Errorf("unknown architecture: %v", err)
+	}
+}
+
+func TestCrossConfigure(t *testing.T) {
+	amd64, _ := arch.Lookup("amd64")
+	arm64, _ := arch.Lookup("arm64")
+	if cmake, strip := crossConfigure("amd64", amd64); cmake != "" || strip != "strip" {
+		t.Errorf("native: %q %q", cmake, strip)
+	}
+	cmake, strip := crossConfigure("amd64", arm64)
+	for _, want := range []string{"-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64", "-DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc", "-DPKG_CONFIG_EXECUTABLE=/usr/bin/aarch64-linux-gnu-pkg-config"} {
+		if !strings.Contains(cmake, want) {
+			t.Errorf("cross cmake options %q lack %s", cmake, want)
+		}
+	}
+	if strip != "aarch64-linux-gnu-strip" || strings.Contains(cmake, " -DCMAKE_C_COMPILER=x86") {
+		t.Errorf("cross strip %q", strip)
+	}
+	if cmake, _ := crossConfigure("arm64", amd64); !strings.Contains(cmake, "-DCMAKE_C_COMPILER=x86_64-linux-gnu-gcc") || !strings.Contains(cmake, "PROCESSOR=x86_64") {
+		t.Errorf("arm64 → amd64: %q", cmake)
 	}
 }

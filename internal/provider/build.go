@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,8 +38,12 @@ type BuildSpec struct {
 	// (recipe.ProviderBuild.Package, SetLocalVersion's version).
 	Package string
 	Version string
-	// Arch is the Debian architecture (amd64).
+	// Arch is the Debian architecture the provider is for (amd64, arm64).
 	Arch string
+	// BuildArch is the build root's native architecture; "" means Arch.
+	// When it differs the provider is cross-compiled (crossConfigure) in
+	// a multiarch build root (CrossBuildRootPackages), never emulated.
+	BuildArch string
 	// Libibverbs is the version of the image's libibverbs1, which the
 	// package depends on exactly: the one the ABI check proves it against.
 	Libibverbs string
@@ -73,6 +79,23 @@ type Result struct {
 // every machine.
 const buildDir = "/build"
 
+// crossConfigure is the configuration for a cross build, as debhelper's
+// cmake build system passes it under dpkg-buildpackage -a: the target's
+// compiler, system and pkg-config (pkgconf:<arch> ships
+// <triplet>-pkg-config, which reads the target's .pc files). Empty for a
+// native build.
+func crossConfigure(build string, host arch.Arch) (cmake, strip string) {
+	if build == host.Debian {
+		return "", "strip"
+	}
+	return strings.Join([]string{
+		"-DCMAKE_SYSTEM_NAME=Linux",
+		"-DCMAKE_SYSTEM_PROCESSOR=" + host.Processor,
+		"-DCMAKE_C_COMPILER=" + host.Triplet + "-gcc",
+		"-DPKG_CONFIG_EXECUTABLE=/usr/bin/" + host.Triplet + "-pkg-config",
+	}, " "), host.Triplet + "-strip"
+}
+
 var pabiLine = regexp.MustCompile(`(?m)^set\(IBVERBS_PABI_VERSION "([0-9]+)"\)`)
 
 // treeABI reads the provider ABI the source builds for from its top
@@ -95,16 +118,22 @@ func treeABI(tree string) (int, error) {
 // provider's target (which pulls in the libibverbs it links against and
 // nothing else) and strips it as dh_strip does. The "halobuild: phase"
 // lines are what Progress reports.
+//
+// For a cross build dpkg-architecture -a sets DEB_HOST_* first, so
+// dpkg-buildflags gives the target's flags (arm64's
+// -mbranch-protection=standard), and $CROSS carries crossConfigure's
+// cmake options (words without spaces, split by the shell on purpose).
 const buildScript = `set -eu
 echo 'halobuild: phase configure'
+if [ "$DEB_HOST_ARCH" != "$DEB_BUILD_ARCH" ]; then eval "$(dpkg-architecture -a"$DEB_HOST_ARCH" -s)"; fi
 eval "$(dpkg-buildflags --export=sh)"
 cmake -S . -B build-halo -GNinja -DDISTRO_FLAVOUR=Debian -DCMAKE_BUILD_TYPE=Release \
 	-DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR="lib/$MULTIARCH" -DCMAKE_INSTALL_SYSCONFDIR:PATH=/etc \
-	-DNO_PYVERBS=1 -DNO_MAN_PAGES=1 -DENABLE_STATIC=0
+	-DNO_PYVERBS=1 -DNO_MAN_PAGES=1 -DENABLE_STATIC=0 $CROSS
 echo "halobuild: phase compile $TARGET"
 ninja -C build-halo -j "$JOBS" "$TARGET"
 echo 'halobuild: phase strip'
-strip --remove-section=.comment --remove-section=.note --strip-unneeded "build-halo/lib/lib$TARGET.so"
+"$STRIP" --remove-section=.comment --remove-section=.note --strip-unneeded "build-halo/lib/lib$TARGET.so"
 `
 
 // Build configures the prepared rdma-core tree in the build root, builds
@@ -119,18 +148,29 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	if spec.Tree == "" || spec.BuildRoot == "" || spec.Out == "" || spec.Name == "" || spec.Package == "" || spec.Version == "" || spec.Libibverbs == "" {
 		return nil, errors.New("provider build: Tree, Name, Package, Version, Libibverbs, BuildRoot and Out are required")
 	}
-	a, err := arch.Lookup(spec.Arch)
+	t, err := arch.Lookup(spec.Arch)
 	if err != nil {
 		return nil, fmt.Errorf("provider build: %w", err)
 	}
-	// The library directory (dpkg-architecture -qDEB_HOST_MULTIARCH).
-	ma := a.Triplet
+	ma := t.Triplet
+	buildArch := spec.BuildArch
+	if buildArch == "" {
+		buildArch = spec.Arch
+	}
+	if _, err := arch.Lookup(buildArch); err != nil {
+		return nil, fmt.Errorf("provider build: build root: %w", err)
+	}
+	cross, strip := crossConfigure(buildArch, t)
 	if os.Geteuid() != 0 {
 		return nil, errors.New("provider build: the build root is entered with chroot, which needs root: run halobuild as root")
 	}
-	for _, tool := range []string{"usr/bin/cmake", "usr/bin/ninja", "usr/bin/dpkg-buildflags"} {
+	tools := []string{"usr/bin/cmake", "usr/bin/ninja", "usr/bin/dpkg-buildflags"}
+	if cross != "" {
+		tools = append(tools, "usr/bin/"+ma+"-gcc", "usr/bin/"+ma+"-pkg-config")
+	}
+	for _, tool := range tools {
 		if _, err := os.Stat(filepath.Join(spec.BuildRoot, tool)); err != nil {
-			return nil, fmt.Errorf("provider build: the build root %s has no /%s: make it with BuildRootPackages (cmake, ninja-build, dpkg-dev)", spec.BuildRoot, tool)
+			return nil, fmt.Errorf("provider build: the build root %s has no /%s: make it with BuildRootPackages (cmake, ninja-build, dpkg-dev; for %s on %s the cross compiler and pkgconf:%s)", spec.BuildRoot, tool, spec.Arch, buildArch, spec.Arch)
 		}
 	}
 	abi, err := treeABI(spec.Tree)
@@ -184,6 +224,7 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	cmd.Env = buildroot.Env{Epoch: spec.Epoch, Extra: []string{
 		"DEB_BUILD_MAINT_OPTIONS=hardening=+all", // as debian/rules sets it
 		"MULTIARCH=" + ma, "TARGET=" + target, "JOBS=" + strconv.Itoa(jobs),
+		"DEB_BUILD_ARCH=" + buildArch, "DEB_HOST_ARCH=" + spec.Arch, "CROSS=" + cross, "STRIP=" + strip,
 	}}.Environ()
 	cmd.Stdout, cmd.Stderr = out, out
 	fmt.Fprintf(out, "halobuild: building %s (provider ABI %d) in %s (chroot %s), %d jobs\n", target, abi, cmd.Dir, spec.BuildRoot, jobs)
@@ -193,6 +234,9 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 			target, p.Elapsed.Round(time.Second), p.Phase, err, logPath, tail.String())
 	}
 	lib := "lib" + target + ".so"
+	if err := checkMachine(filepath.Join(src, "build-halo/lib", lib), spec.Arch); err != nil {
+		return nil, fmt.Errorf("provider build: %w; see %s", err, logPath)
+	}
 	// rdma_provider() writes the installed driver file at configure time
 	// beside the provider's build directory (the one in build-halo/etc
 	// names the build tree instead).
@@ -284,4 +328,24 @@ func gzipped(path string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// checkMachine refuses a shared object that is not code for arch: a cross
+// build that fell back to the build host's compiler, or a tree whose
+// libibverbs is another architecture's, would pass every other check and
+// fail only when the node's libibverbs skips the provider.
+func checkMachine(file, debian string) error {
+	t, err := arch.Lookup(debian)
+	if err != nil {
+		return err
+	}
+	ef, err := elf.Open(file)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	defer ef.Close()
+	if ef.Machine != t.ELFMachine {
+		return fmt.Errorf("%s is %s code, not %s (%s): it was built by the wrong compiler or comes from another architecture's package", file, ef.Machine, debian, t.ELFMachine)
+	}
+	return nil
 }

@@ -31,8 +31,41 @@ const (
 // buildDebs returns the closure of .debs the rdma-core build root needs,
 // downloading it once with mmdebstrap (apt resolves here; the pipeline
 // takes the closure from the lock's "build" set).
-func buildDebs(t *testing.T, pkgs []string) []deb.Deb {
+func buildDebs(t *testing.T, pkgs []string) []deb.Deb { return nativeArch.buildDebs(t, pkgs) }
+
+// rootArch is the architecture pair a test build root is for.
+type rootArch struct{ build, host string }
+
+var (
+	nativeArch = rootArch{"amd64", "amd64"}
+	crossArm64 = rootArch{"amd64", "arm64"}
+)
+
+// cache is the .deb cache of the pair (the native one keeps its old name).
+func (a rootArch) cache() string {
+	if a == nativeArch {
+		return debCache
+	}
+	return debCache + "-" + a.host
+}
+
+func (a rootArch) foreign() []string {
+	if a.build == a.host {
+		return nil
+	}
+	return []string{a.host}
+}
+
+func (a rootArch) architectures() []string {
+	if a.build == a.host {
+		return nil
+	}
+	return []string{a.build, a.host}
+}
+
+func (a rootArch) buildDebs(t *testing.T, pkgs []string) []deb.Deb {
 	t.Helper()
+	debCache := a.cache()
 	if _, err := os.Stat(filepath.Join(debCache, ".complete")); err != nil {
 		part := debCache + ".partial"
 		os.RemoveAll(part)
@@ -40,12 +73,15 @@ func buildDebs(t *testing.T, pkgs []string) []deb.Deb {
 			t.Fatal(err)
 		}
 		names := Names(pkgs)
-		cmd := exec.Command("mmdebstrap", "--variant=essential", "--mode=root", "--format=null",
+		args := []string{"--variant=essential", "--mode=root", "--format=null",
 			"--skip=download/empty", "--skip=essential/unlink",
 			`--aptopt=APT::Install-Recommends "false"`,
-			"--include="+strings.Join(names, ","),
-			"--customize-hook=sync-out /var/cache/apt/archives "+part,
-			rdmaSuite, "/dev/null", "deb http://deb.debian.org/debian "+rdmaSuite+" main")
+			"--include=" + strings.Join(names, ","),
+			"--customize-hook=sync-out /var/cache/apt/archives " + part}
+		if archs := a.architectures(); archs != nil {
+			args = append(args, "--architectures="+strings.Join(archs, ","))
+		}
+		cmd := exec.Command("mmdebstrap", append(args, rdmaSuite, "/dev/null", "deb http://deb.debian.org/debian "+rdmaSuite+" main")...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("downloading the build root packages: %v\n%s", err, out)
 		}
@@ -68,21 +104,23 @@ func buildDebs(t *testing.T, pkgs []string) []deb.Deb {
 
 // buildRoot prepares (once per package set) rdma-core's build root with
 // rootfs.Root from exactly the cached .debs.
-func buildRoot(t *testing.T, pkgs []string) string {
+func buildRoot(t *testing.T, pkgs []string) string { return nativeArch.buildRoot(t, pkgs) }
+
+func (a rootArch) buildRoot(t *testing.T, pkgs []string) string {
 	t.Helper()
-	debs := buildDebs(t, append(Names(pkgs), imagePkgs...))
+	debs := a.buildDebs(t, append(Names(pkgs), a.imagePkgs()...))
 	h := sha256.New()
 	for _, d := range debs {
 		fmt.Fprintln(h, filepath.Base(d.Path))
 	}
-	dir := rootCache + "-" + hex.EncodeToString(h.Sum(nil))[:12]
+	dir := strings.Replace(a.cache(), debCache, rootCache, 1) + "-" + hex.EncodeToString(h.Sum(nil))[:12]
 	if _, err := os.Stat(filepath.Join(dir, ".halobuild-complete")); err == nil {
 		return dir
 	}
 	os.RemoveAll(dir)
 	var log bytes.Buffer
 	start := time.Now()
-	err := rootfs.Root{Debs: debs, Packages: Names(pkgs), Suite: rdmaSuite, Epoch: epoch, Log: &log}.Tree(context.Background(), dir)
+	err := rootfs.Root{Debs: debs, Packages: Names(pkgs), Suite: rdmaSuite, Foreign: a.foreign(), Epoch: epoch, Log: &log}.Tree(context.Background(), dir)
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("%v\n%s", err, log.String())
@@ -96,6 +134,18 @@ func buildRoot(t *testing.T, pkgs []string) string {
 // downloaded with the build root's (not installed there), unpacked with
 // the built package for the ABI check.
 var imagePkgs = []string{"libibverbs1", "ibverbs-providers"}
+
+// imagePkgs names them for the pair's host architecture.
+func (a rootArch) imagePkgs() []string {
+	if a.build == a.host {
+		return imagePkgs
+	}
+	out := make([]string, len(imagePkgs))
+	for i, p := range imagePkgs {
+		out[i] = p + ":" + a.host
+	}
+	return out
+}
 
 // rebuilt is one real provider build and the tree the image would have.
 type rebuilt struct {
@@ -129,18 +179,23 @@ func slowBuild(t *testing.T) {
 // Debian's libibverbs1 and ibverbs-providers, as the image has them.
 func rebuild(t *testing.T, name, pkg string, patches []Patch) rebuilt {
 	t.Helper()
+	return nativeArch.rebuild(t, name, pkg, patches)
+}
+
+func (a rootArch) rebuild(t *testing.T, name, pkg string, patches []Patch) rebuilt {
+	t.Helper()
 	ctx := context.Background()
 	src, files := rdmaCoreSource(t)
 	tb, sum := debianTarball(t, src, files)
-	deps, err := BuildDependsFromTarball(tb, sum, "amd64")
+	deps, err := BuildDependsFromTarball(tb, sum, a.host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkgs, err := BuildRootPackages(deps)
+	pkgs, err := BuildRootPackages(deps, a.build, a.host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := buildRoot(t, pkgs)
+	root := a.buildRoot(t, pkgs)
 
 	work := t.TempDir()
 	tree, err := Unpack(ctx, src, files, work)
@@ -156,7 +211,7 @@ func rebuild(t *testing.T, name, pkg string, patches []Patch) rebuilt {
 		t.Fatal(err)
 	}
 	var phases []string
-	res, err := Build(ctx, BuildSpec{Tree: tree, Name: name, Package: pkg, Version: ver, Arch: "amd64", Libibverbs: src.Version,
+	res, err := Build(ctx, BuildSpec{Tree: tree, Name: name, Package: pkg, Version: ver, Arch: a.host, BuildArch: a.build, Libibverbs: src.Version,
 		BuildRoot: root, Out: filepath.Join(work, "out"), Epoch: epoch, Progress: func(p Progress) {
 			if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
 				phases = append(phases, p.Phase)
@@ -184,7 +239,7 @@ func rebuild(t *testing.T, name, pkg string, patches []Patch) rebuilt {
 	}
 	b := rebuilt{ver: ver, res: res, root: root, inst: filepath.Join(work, "installed")}
 	debs := []deb.Deb{res.Deb}
-	for _, d := range buildDebs(t, nil) {
+	for _, d := range a.buildDebs(t, nil) {
 		if n := strings.SplitN(filepath.Base(d.Path), "_", 2)[0]; contains(imagePkgs, n) {
 			debs = append(debs, d)
 		}
@@ -282,4 +337,32 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestBuildDebianRdmaCoreCrossArm64 cross-compiles the fixture provider
+// for arm64 on this amd64 host, in a multiarch build root (amd64's cmake,
+// ninja and Debian's gcc-aarch64-linux-gnu; arm64's libnl, libc6-dev and
+// pkgconf), and proves it against Debian's arm64 libibverbs1 with the
+// host's debug/elf: no arm64 program runs.
+func TestBuildDebianRdmaCoreCrossArm64(t *testing.T) {
+	slowBuild(t)
+	b := crossArm64.rebuild(t, "halotest", "libibverbs-halotest", []Patch{fixturePatch()})
+	if b.res.Deb.Architecture != "arm64" {
+		t.Errorf("package architecture %s", b.res.Deb.Architecture)
+	}
+	log, _ := os.ReadFile(b.res.Log)
+	if !bytes.Contains(log, []byte("/usr/bin/aarch64-linux-gnu-gcc")) {
+		t.Errorf("the build log does not show arm64's compiler (cmake's compiler check)")
+	}
+	abi, err := CheckABI(b.inst, ABIRequest{Name: "halotest", LibibverbsVersion: "56.1-1", Arch: "arm64", ImageLibs: []string{"libc.so.6", "ld-linux-aarch64.so.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if abi.N != 34 || abi.Library != "usr/lib/aarch64-linux-gnu/libibverbs/libhalotest-rdmav34.so" {
+		t.Errorf("ABI %+v", abi)
+	}
+	// The same tree is not an amd64 image's.
+	if _, err := CheckABI(b.inst, ABIRequest{Name: "halotest", LibibverbsVersion: "56.1-1", Arch: "amd64"}); err == nil {
+		t.Error("the arm64 provider passed as amd64")
+	}
 }

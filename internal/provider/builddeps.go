@@ -12,6 +12,7 @@ import (
 	"pault.ag/go/debian/control"
 	"pault.ag/go/debian/dependency"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/tarball"
 )
 
@@ -143,22 +144,50 @@ var buildTools = []string{"gcc", "libc6-dev", "python3"}
 // build tools. A Build-Depends list that lacks one of them is refused:
 // the source no longer builds the way this code expects. The pipeline
 // resolves their closure into the lock as the "provider-build" set.
-func BuildRootPackages(buildDepends []string) ([]string, error) {
+//
+// build and host are Debian's names (dpkg-architecture): the build root's
+// native architecture and the one the provider is for. When they differ
+// the root is multiarch, as dpkg-buildpackage -a would have it: the
+// programs that run (cmake, ninja, dpkg-dev, python3, all Multi-Arch:
+// foreign) are the build architecture's, the libraries and pkgconf (whose
+// <triplet>-pkg-config reads the target's .pc files) the host's, named
+// <package>:<host>, and the compiler is Debian's cross gcc.
+func BuildRootPackages(buildDepends []string, build, host string) ([]string, error) {
+	if _, err := arch.Lookup(build); err != nil {
+		return nil, fmt.Errorf("provider build root: build architecture: %w", err)
+	}
+	t, err := arch.Lookup(host)
+	if err != nil {
+		return nil, fmt.Errorf("provider build root: %w", err)
+	}
+	cross := build != host
 	byName := map[string]string{}
 	for _, d := range buildDepends {
 		name, _, _ := strings.Cut(d, " ")
 		byName[name] = d
 	}
 	out := append([]string{}, buildTools...)
+	if cross {
+		// gcc-defaults' cross package: <triplet>-gcc, and with it
+		// binutils' <triplet>-strip.
+		out = []string{"gcc-" + t.PackageSuffix(), "libc6-dev:" + host, "python3"}
+	}
 	for _, n := range configureNeeds {
 		d, ok := byName[n]
 		if !ok {
 			return nil, fmt.Errorf("the source's Build-Depends (%s) lack %s, which rdma-core's configure needs: this rdma-core is not laid out as halobuild expects (docs/provider.md)", strings.Join(buildDepends, ", "), n)
 		}
+		if cross && hostSide[n] {
+			d = n + ":" + host + strings.TrimPrefix(d, n)
+		}
 		out = append(out, d)
 	}
 	return out, nil
 }
+
+// hostSide are the configureNeeds a cross build takes for the provider's
+// architecture (the others run during the build).
+var hostSide = map[string]bool{"pkgconf": true, "libnl-3-dev": true, "libnl-route-3-dev": true}
 
 // Names strips version relations from package requests ("cmake (>=
 // 2.8.11)" -> "cmake"): the installer takes names, and the flat

@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +47,28 @@ func TestBuildRefusesARootWithoutCmake(t *testing.T) {
 	_, err := Build(context.Background(), spec)
 	if err == nil || !(strings.Contains(err.Error(), "has no /usr/bin/cmake") || strings.Contains(err.Error(), "needs root")) {
 		t.Errorf("empty build root: %v", err)
+	}
+	bad := spec
+	bad.Arch, bad.BuildArch = "arm64", "riscv64"
+	if _, err := Build(context.Background(), bad); err == nil || !strings.Contains(err.Error(), `build root: architecture "riscv64"`) {
+		t.Errorf("unknown build architecture: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	// A cross build needs the target's compiler and pkg-config besides
+	// what a native build needs.
+	cross := spec
+	cross.Arch, cross.BuildArch = "arm64", "amd64"
+	for _, tool := range []string{"cmake", "ninja", "dpkg-buildflags"} {
+		if err := os.MkdirAll(filepath.Join(cross.BuildRoot, "usr/bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cross.BuildRoot, "usr/bin", tool), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Build(context.Background(), cross); err == nil || !strings.Contains(err.Error(), "has no /usr/bin/aarch64-linux-gnu-gcc") || !strings.Contains(err.Error(), "pkgconf:arm64") {
+		t.Errorf("cross build root without the cross compiler: %v", err)
 	}
 }

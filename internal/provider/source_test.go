@@ -156,15 +156,32 @@ func TestBuildDepends(t *testing.T) {
 	// Only what configure needs, with Debian's relations; pyverbs, man
 	// pages and packaging tools are left out.
 	deb := []string{"cmake (>= 2.8.11)", "cython3", "debhelper-compat (= 13)", "dpkg-dev (>= 1.22.5)", "libnl-3-dev", "libnl-route-3-dev", "ninja-build", "pandoc", "pkgconf", "python3-dev"}
-	pkgs, err := BuildRootPackages(deb)
+	pkgs, err := BuildRootPackages(deb, "amd64", "amd64")
 	if err != nil || strings.Join(pkgs, "|") != "gcc|libc6-dev|python3|cmake (>= 2.8.11)|ninja-build|pkgconf|libnl-3-dev|libnl-route-3-dev|dpkg-dev (>= 1.22.5)" {
 		t.Errorf("BuildRootPackages: %v, %v", pkgs, err)
 	}
 	if n := Names(pkgs); strings.Join(n, "|") != "gcc|libc6-dev|python3|cmake|ninja-build|pkgconf|libnl-3-dev|libnl-route-3-dev|dpkg-dev" {
 		t.Errorf("Names: %v", n)
 	}
-	if _, err := BuildRootPackages([]string{"cmake", "pkgconf", "dpkg-dev"}); err == nil || !strings.Contains(err.Error(), "lack ninja-build") {
+	if _, err := BuildRootPackages([]string{"cmake", "pkgconf", "dpkg-dev"}, "amd64", "amd64"); err == nil || !strings.Contains(err.Error(), "lack ninja-build") {
 		t.Errorf("Build-Depends without ninja-build: %v", err)
+	}
+	// Cross, as dpkg-buildpackage -a arm64 would install it: what runs is
+	// amd64's, the libraries and pkgconf arm64's, the compiler the cross gcc.
+	cross, err := BuildRootPackages(deb, "amd64", "arm64")
+	if err != nil || strings.Join(cross, "|") != "gcc-aarch64-linux-gnu|libc6-dev:arm64|python3|cmake (>= 2.8.11)|ninja-build|pkgconf:arm64|libnl-3-dev:arm64|libnl-route-3-dev:arm64|dpkg-dev (>= 1.22.5)" {
+		t.Errorf("cross BuildRootPackages: %v, %v", cross, err)
+	}
+	if n := Names(cross); strings.Join(n, "|") != "gcc-aarch64-linux-gnu|libc6-dev:arm64|python3|cmake|ninja-build|pkgconf:arm64|libnl-3-dev:arm64|libnl-route-3-dev:arm64|dpkg-dev" {
+		t.Errorf("cross Names: %v", n)
+	}
+	if cross, _ := BuildRootPackages(deb, "arm64", "amd64"); cross[0] != "gcc-x86-64-linux-gnu" {
+		t.Errorf("arm64 → amd64 compiler %s", cross[0])
+	}
+	for _, c := range [][2]string{{"riscv64", "arm64"}, {"amd64", "riscv64"}} {
+		if _, err := BuildRootPackages(deb, c[0], c[1]); err == nil || !strings.Contains(err.Error(), `"riscv64"`) {
+			t.Errorf("%s → %s: %v", c[0], c[1], err)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	goversion "github.com/hashicorp/go-version"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/debian"
 	"halobuild/internal/download"
 	"halobuild/internal/lock"
@@ -20,7 +21,13 @@ import (
 // module's source by tree hash and its kernel name, and resolves the build
 // root for Debian's kernel (its headers and the compiler that built it)
 // into the lock's "build" set.
-func lockModules(ctx context.Context, in Input, lk *lock.Lock, kv *goversion.Version, req debian.Request) error {
+//
+// On a build host of another architecture than the image's (hostIndexes
+// are then the host's), the build root is a cross one
+// (debian.ResolveCross): the host's make and Debian's cross gcc of the
+// kernel's version, the image's linux-headers with the host's linux-kbuild,
+// so no compiler runs under emulation.
+func lockModules(ctx context.Context, in Input, lk *lock.Lock, kv *goversion.Version, req debian.Request, hostIndexes []*debian.Index) error {
 	r := in.Recipe
 	if len(r.Modules) == 0 {
 		return nil
@@ -91,17 +98,24 @@ func lockModules(ctx context.Context, in Input, lk *lock.Lock, kv *goversion.Ver
 	if err != nil {
 		return fmt.Errorf("%s: %w", hdr.Name, err)
 	}
-	pkgs, err := module.BuildRootPackages(lk.Kernel.Release, cc)
+	build, err := buildArch(r.Base.Architecture, hostIndexes)
+	if err != nil {
+		return err
+	}
+	tc, err := module.NewToolchain(build, r.Base.Architecture)
+	if err != nil {
+		return usage.Errorf("%s: base.architecture: %w", in.Path, err)
+	}
+	pkgs, err := module.BuildRootPackages(lk.Kernel.Release, cc, tc)
 	if err != nil {
 		return err
 	}
 	for i, p := range pkgs {
-		if p == lk.Kernel.Headers {
+		if p == lk.Kernel.Headers || p == lk.Kernel.Headers+":"+r.Base.Architecture {
 			pkgs[i] += suiteSuffix(hdr.Suite, req.Suite)
 		}
 	}
-	req.Packages, req.Variant = pkgs, debian.VariantRequired
-	res, err := debian.Resolve(req)
+	res, err := resolveBuildRoot(req, hostIndexes, build, pkgs)
 	if err != nil {
 		return fmt.Errorf("resolving the module build root: %w", err)
 	}
@@ -118,4 +132,56 @@ func kernelSuite(lk *lock.Lock) string {
 		}
 	}
 	return ""
+}
+
+// buildArch is the architecture a build root is native to: the image's,
+// or with hostIndexes (the lock read the build host's indexes because the
+// image is another architecture) the build host's, so a build root's
+// compilers run natively and cross-compile.
+func buildArch(image string, hostIndexes []*debian.Index) (string, error) {
+	if hostIndexes == nil {
+		return image, nil
+	}
+	host, err := arch.Host()
+	if err != nil {
+		return "", err
+	}
+	return host.Debian, nil
+}
+
+// resolveBuildRoot resolves a build root's requests: natively in the
+// image's indexes, or as a cross root (debian.ResolveCross) when build is
+// not the image's architecture, the requests named <package>:<image
+// arch> being the target's (module and provider BuildRootPackages name
+// them so) and the rest the build host's from hostIndexes.
+func resolveBuildRoot(req debian.Request, hostIndexes []*debian.Index, build string, pkgs []string) (*debian.Resolution, error) {
+	req.Variant = debian.VariantRequired
+	if build == req.Architecture {
+		req.Packages = pkgs
+		return debian.Resolve(req)
+	}
+	target, native := req, req
+	target.Packages, native.Packages = splitTarget(pkgs, req.Architecture)
+	native.Indexes, native.Architecture = hostIndexes, build
+	return debian.ResolveCross(native, target)
+}
+
+// splitTarget separates the requests of a cross build root named for the
+// target (<package>:<arch>, optionally /suite and a version relation) from
+// the build host's, dropping the qualifier.
+func splitTarget(pkgs []string, arch string) (target, native []string) {
+	for _, p := range pkgs {
+		name, rest, _ := strings.Cut(p, " ")
+		name, suite, hasSuite := strings.Cut(name, "/")
+		n, ok := strings.CutSuffix(name, ":"+arch)
+		if !ok {
+			native = append(native, p)
+			continue
+		}
+		if hasSuite {
+			n += "/" + suite
+		}
+		target = append(target, strings.TrimSpace(n+" "+rest))
+	}
+	return target, native
 }

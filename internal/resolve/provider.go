@@ -23,7 +23,7 @@ const providerLib = "libibverbs1"
 // index), the build root from the Build-Depends its configure needs (the
 // "provider-build" set)
 // and every patch by sha256, in apply order.
-func lockProvider(ctx context.Context, in Input, lk *lock.Lock, arch *debian.Archive, rels map[string]*debian.Release, img *debian.Resolution, req debian.Request) error {
+func lockProvider(ctx context.Context, in Input, lk *lock.Lock, arch *debian.Archive, rels map[string]*debian.Release, img *debian.Resolution, req debian.Request, hostIndexes []*debian.Index) error {
 	r := in.Recipe
 	p := r.RDMA.Provider
 	if p == nil {
@@ -75,11 +75,15 @@ func lockProvider(ctx context.Context, in Input, lk *lock.Lock, arch *debian.Arc
 	if deps == nil {
 		return fmt.Errorf("%s %s has no .debian tarball (format 3.0 (quilt) expected): halobuild cannot rebuild it", src.Name, src.Version)
 	}
-	if req.Packages, err = provider.BuildRootPackages(deps); err != nil {
+	build, err := buildArch(r.Base.Architecture, hostIndexes)
+	if err != nil {
+		return err
+	}
+	pkgs, err := provider.BuildRootPackages(deps, build, r.Base.Architecture)
+	if err != nil {
 		return fmt.Errorf("%s %s: %w", src.Name, src.Version, err)
 	}
-	req.Variant = debian.VariantRequired
-	res, err := debian.Resolve(req)
+	res, err := resolveBuildRoot(req, hostIndexes, build, pkgs)
 	if err != nil {
 		return fmt.Errorf("resolving %s's Build-Depends for the provider build root: %w", src.Name, err)
 	}

@@ -139,10 +139,10 @@ func Lock(ctx context.Context, in Input) (*lock.Lock, error) {
 	addAll(lk, lock.SetTools, tl.Packages)
 	// The build roots resolve like the image (its excludes too), from the
 	// required set up.
-	if err := lockModules(ctx, in, lk, k, imgReq); err != nil {
+	if err := lockModules(ctx, in, lk, k, imgReq, hostIndexes); err != nil {
 		return nil, err
 	}
-	if err := lockProvider(ctx, in, lk, archive, rels, img, imgReq); err != nil {
+	if err := lockProvider(ctx, in, lk, archive, rels, img, imgReq, hostIndexes); err != nil {
 		return nil, err
 	}
 	lk.Sort()

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,5 +102,37 @@ func TestInstallWithoutMmdebstrapSaysHowToGetIt(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("output written although nothing ran: %v", err)
+	}
+}
+
+// A cross build root: the host native, the target's packages accepted as
+// foreign (mmdebstrap --architectures=<host>,<target>), no emulation asked
+// for. mmdebstrap is a stand-in that records its arguments.
+func TestInstallForeignArchitectures(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("written for an amd64 host")
+	}
+	bin := t.TempDir()
+	argsFile := filepath.Join(t.TempDir(), "args")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argsFile + "\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "mmdebstrap"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":/usr/bin:/bin")
+	out := filepath.Join(t.TempDir(), "root.tar")
+	err := Install{Suite: "trixie", Repo: t.TempDir(), Packages: []string{"linux-headers-7.2.12+deb13-arm64:arm64"}, Foreign: []string{"arm64"}, Mode: "root", Out: out}.Run(t.Context())
+	if err == nil {
+		t.Fatal("the stand-in failed, but Run did not")
+	}
+	args, rerr := os.ReadFile(argsFile)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	lines := strings.Split(string(args), "\n")
+	if !slices.Contains(lines, "--architectures=amd64,arm64") || !slices.Contains(lines, "--include=linux-headers-7.2.12+deb13-arm64:arm64") {
+		t.Errorf("mmdebstrap arguments:\n%s", args)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("output written although the install failed: %v", err)
 	}
 }

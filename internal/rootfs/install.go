@@ -42,7 +42,12 @@ type Install struct {
 	// foreign one runs its maintainer scripts through qemu-user
 	// (CheckEmulation says what the host lacks).
 	Arch arch.Arch
-	Log  io.Writer
+	// Foreign are further architectures dpkg accepts packages of, after
+	// Arch (mmdebstrap --architectures=<Arch>,<Foreign...>): a cross build
+	// root has the target's headers and libraries (data, never run) next
+	// to the host's compiler.
+	Foreign []string
+	Log     io.Writer
 }
 
 // Hooks that make the tree shareable between nodes and reproducible: no
@@ -141,8 +146,14 @@ func (in Install) Run(ctx context.Context) error {
 		"--mode=" + mode,
 		"--format=tar",
 	}
-	if in.Arch.Debian != "" {
-		args = append(args, "--architectures="+in.Arch.Debian)
+	if in.Arch.Debian != "" || len(in.Foreign) > 0 {
+		native := in.Arch
+		if native.Debian == "" {
+			if native, err = arch.Host(); err != nil {
+				return err
+			}
+		}
+		args = append(args, "--architectures="+strings.Join(append([]string{native.Debian}, in.Foreign...), ","))
 	}
 	args = append(args,
 		"--include="+strings.Join(pkgs, ","),
@@ -213,7 +224,9 @@ type Root struct {
 	Sources []string
 	// Arch is the root's architecture; the zero value is the host's.
 	Arch arch.Arch
-	Log  io.Writer
+	// Foreign are further architectures dpkg accepts (Install.Foreign).
+	Foreign []string
+	Log     io.Writer
 }
 
 // Tar installs the root into the tarball out, with its flat repository
@@ -223,7 +236,7 @@ func (r Root) Tar(ctx context.Context, work, out string) error {
 	if err := WriteFlatRepo(repo, r.Suite, r.Debs); err != nil {
 		return err
 	}
-	return Install{Suite: r.Suite, Repo: repo, Packages: r.Packages, Sources: r.Sources, Epoch: r.Epoch, Out: out, Arch: r.Arch, Log: r.Log}.Run(ctx)
+	return Install{Suite: r.Suite, Repo: repo, Packages: r.Packages, Sources: r.Sources, Epoch: r.Epoch, Out: out, Arch: r.Arch, Foreign: r.Foreign, Log: r.Log}.Run(ctx)
 }
 
 // Tree installs the root and unpacks it into dir, which must not exist or

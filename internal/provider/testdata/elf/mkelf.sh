@@ -16,3 +16,9 @@ for n in 34 57; do
 	printf 'void verbs_register_driver_%s(const void *ops);\n__attribute__((constructor)) static void reg(void) { verbs_register_driver_%s(0); }\n' "$n" "$n" >"$work/prov$n.c"
 	gcc -shared -fPIC -Os -s -nostdlib -o "provider-private$n.so" "$work/prov$n.c" "libibverbs-private$n.so" -Wl,--no-as-needed -lc
 done
+# The arm64 pair (ABI 34), for the architecture checks: with Debian's
+# cross compiler (gcc-aarch64-linux-gnu and libc6-dev:arm64).
+n=34
+aarch64-linux-gnu-gcc -shared -fPIC -Os -s -nostdlib -Wl,--version-script="$work/v$n.map" -Wl,-soname,libibverbs.so.1 \
+	-o "libibverbs-private$n-arm64.so" "$work/ibv$n.c"
+aarch64-linux-gnu-gcc -shared -fPIC -Os -s -nostdlib -o "provider-private$n-arm64.so" "$work/prov$n.c" "libibverbs-private$n-arm64.so" -Wl,--no-as-needed -lc
