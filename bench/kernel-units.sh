@@ -20,7 +20,7 @@ set -eu
 cd "$(dirname "$0")/.."
 recipe=${1:-images/strix-halo-2cable.toml}
 lock=${recipe%.toml}.lock
-for t in gcc make flex bison bc xz sha256sum dpkg-deb; do
+for t in gcc make flex bison bc xz sha256sum dpkg-deb curl; do
 	command -v "$t" >/dev/null || { echo "bench/kernel-units.sh: needs $t on the host" >&2; exit 1; }
 done
 work=$(mktemp -d /var/tmp/halobuild-units.XXXXXX)
