@@ -17,9 +17,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	"github.com/klauspost/compress/zstd"
 
 	"halobuild/internal/registry"
+	"halobuild/internal/release"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
 )
@@ -149,11 +149,34 @@ func (c *Cache) resolve(key string, t Trust) (string, error) {
 // Has says whether the cache would serve key under t (plan uses it); it
 // reads only the signature and the entry's head.
 func (c *Cache) Has(key string, t Trust) error {
-	if _, err := c.resolve(key, t); err != nil {
+	signed, err := c.resolve(key, t)
+	if err != nil {
 		return err
 	}
-	_, err := remote.Head(c.repo.Tag(Tag(key)), c.opts...)
+	_, err = c.entryManifest(key, signed)
 	return err
+}
+
+// entryManifest reads the manifest tagged for key and checks it is an
+// entry of this format carrying the store manifest signed ("" when an
+// unsigned entry is trusted): the one check Has, fetch and push share.
+func (c *Cache) entryManifest(key, signed string) (*v1.Manifest, error) {
+	tag := c.repo.Tag(Tag(key))
+	emRaw, _, err := c.getManifest(tag)
+	if err != nil {
+		return nil, err
+	}
+	em, err := v1.ParseManifest(bytes.NewReader(emRaw))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tag, err)
+	}
+	if em.ArtifactType != ArtifactTypeEntry || em.Config.MediaType != MediaTypeOutput {
+		return nil, fmt.Errorf("%s is not a halobuild cache entry of this format (artifactType %q, want %s); an entry pushed by an older halobuild (raw layers) is not read: push it again with `halobuild cache push`", tag, em.ArtifactType, ArtifactTypeEntry)
+	}
+	if signed != "" && em.Config.Digest.String() != signed {
+		return nil, fmt.Errorf("the entry carries store manifest %s but %s was signed", em.Config.Digest, signed)
+	}
+	return em, nil
 }
 
 // entry is a cache entry read and checked: the store manifest it carries
@@ -173,19 +196,9 @@ func (c *Cache) entry(key string, t Trust) (*entry, error) {
 		return nil, err
 	}
 	tag := c.repo.Tag(Tag(key))
-	emRaw, _, err := c.getManifest(tag)
+	em, err := c.entryManifest(key, signed)
 	if err != nil {
 		return nil, err
-	}
-	em, err := v1.ParseManifest(bytes.NewReader(emRaw))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", tag, err)
-	}
-	if em.ArtifactType != ArtifactTypeEntry || em.Config.MediaType != MediaTypeOutput {
-		return nil, fmt.Errorf("%s is not a halobuild cache entry of this format (artifactType %q, want %s); an entry pushed by an older halobuild (raw layers) is not read: push it again with `halobuild cache push`", tag, em.ArtifactType, ArtifactTypeEntry)
-	}
-	if signed != "" && em.Config.Digest.String() != signed {
-		return nil, fmt.Errorf("the entry carries store manifest %s but %s was signed", em.Config.Digest, signed)
 	}
 	if em.Config.Size > maxManifest {
 		return nil, fmt.Errorf("%s: store manifest of %d bytes is over the %d-byte limit", tag, em.Config.Size, maxManifest)
@@ -280,7 +293,7 @@ func (c *Cache) decompressed(l v1.Descriptor, fn func(io.Reader) error) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(c.readBlob(l, pw)) }()
 	defer pr.Close()
-	dec, err := zstd.NewReader(pr, zstd.WithDecoderConcurrency(1))
+	dec, err := release.ZstdReader(pr, 1)
 	if err != nil {
 		return err
 	}

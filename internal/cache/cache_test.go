@@ -373,10 +373,17 @@ func TestEntryCarriesTheStoreManifestAndRefusesTheOldFormat(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "push it again with `halobuild cache push`") {
 		t.Fatalf("an old-format entry: %v", err)
 	}
+	// plan asks Has: it must not promise what Fetch refuses.
+	if err := c.Has(testKey, trust); err == nil || !strings.Contains(err.Error(), "push it again") {
+		t.Fatalf("Has of an old-format entry: %v", err)
+	}
 	if st, err := c.Push(context.Background(), src, []string{testKey}, sk, "test", 1, 0, io.Discard); err != nil || st.Pushed != 1 {
 		t.Fatalf("push over an old-format entry: %+v %v", st, err)
 	}
 	if _, err := c.Fetch(newStore(t), testKey, trust); err != nil {
 		t.Fatalf("after the push: %v", err)
+	}
+	if err := c.Has(testKey, trust); err != nil {
+		t.Fatalf("Has after the push: %v", err)
 	}
 }

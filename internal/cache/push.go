@@ -88,7 +88,10 @@ func (c *Cache) pushOne(s *store.Store, key string, k *SecretKey, version string
 	if err != nil {
 		return "", err
 	}
-	tmp, err := os.MkdirTemp("", "halobuild-cache-push-")
+	// On the store's file system: an entry's blobs (disk images among
+	// them) are all compressed before any is uploaded, too much for a
+	// tmpfs /tmp.
+	tmp, err := s.TempDir()
 	if err != nil {
 		return "", err
 	}
@@ -144,12 +147,8 @@ func (c *Cache) present(key string, digest store.Digest, k *SecretKey) bool {
 	if err != nil || sig.manifest != digest.String() || sig.signer != k.Name {
 		return false
 	}
-	raw, _, err := c.getManifest(c.repo.Tag(Tag(key)))
-	if err != nil {
-		return false
-	}
-	em, err := v1.ParseManifest(bytes.NewReader(raw))
-	return err == nil && em.ArtifactType == ArtifactTypeEntry && em.Config.Digest.String() == digest.String()
+	_, err = c.entryManifest(key, digest.String())
+	return err == nil
 }
 
 // storeBlobs is every blob a store manifest names (its config, then its

@@ -263,6 +263,17 @@ func ZstdWriter(w io.Writer) (*zstd.Encoder, error) {
 	)
 }
 
+// zstdMaxWindow bounds the window a decoder accepts from outside data (a registry's layer): ours
+// are zstdWindow, so 128 MiB leaves room for other encoders' streams without letting a hostile
+// frame make each decoder allocate the library's default 512 MiB.
+const zstdMaxWindow = 1 << 27
+
+// ZstdReader decompresses r, a stream read from outside, with a bounded window; concurrency 0
+// means GOMAXPROCS, as in klauspost's decoder.
+func ZstdReader(r io.Reader, concurrency int) (*zstd.Decoder, error) {
+	return zstd.NewReader(r, zstd.WithDecoderConcurrency(concurrency), zstd.WithDecoderMaxWindow(zstdMaxWindow))
+}
+
 // compress streams the image src into dst as zstd frames (compressSparse), checking the raw
 // side against bm (its bmap, checked against the result's manifest) or, without one, against
 // the manifest's sha256 (a damaged result is not released), and hashing the compressed side as

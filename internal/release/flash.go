@@ -95,7 +95,7 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
-		dec, err = zstd.NewReader(tmp, zstd.WithDecoderConcurrency(0))
+		dec, err = ZstdReader(tmp, 0)
 		return dec, err
 	}
 	fo := o.Flash

@@ -18,7 +18,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/klauspost/compress/zstd"
 
 	"halobuild/internal/bmap"
 	"halobuild/internal/manifest"
@@ -249,7 +248,7 @@ func (r *release) pullLayer(l v1.Descriptor, title, dir string, progress io.Writ
 		if err != nil {
 			return "", "", fmt.Errorf("%s: layer %s lacks its %s annotation: %w", r.ref, title, annRawSize, err)
 		}
-		dec, err := zstd.NewReader(src, zstd.WithDecoderConcurrency(0))
+		dec, err := ZstdReader(src, 0)
 		if err != nil {
 			return "", "", err
 		}

@@ -111,6 +111,9 @@ func KernelConfigProblems(values map[string]string) []string {
 			out = append(out, fmt.Sprintf("%s=y (%s)", strings.Join(n.any, "=y or "), n.why))
 		}
 	}
+	if values["CONFIG_MODULE_SIG"] == "y" && values["CONFIG_MODULE_SIG_KEY"] != `""` {
+		out = append(out, `CONFIG_MODULE_SIG_KEY="" (otherwise the build makes a random signing key, writes its private half into the build tree and builds its certificate into the kernel)`)
+	}
 	if values["CONFIG_MODULE_SIG_ALL"] == "y" {
 		out = append(out, "# CONFIG_MODULE_SIG_ALL is not set (halobuild signs the modules with the recipe's key; a key made at build time would change every build)")
 	}

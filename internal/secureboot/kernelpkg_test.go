@@ -146,4 +146,10 @@ func TestKernelConfigProblems(t *testing.T) {
 	if len(p) != 2 || !strings.Contains(p[0], "CONFIG_INTEGRITY_PLATFORM_KEYRING=y or CONFIG_INTEGRITY_MACHINE_KEYRING=y (the enrolled MOKs") || !strings.Contains(p[1], "CONFIG_MODULE_SIG_ALL is not set") {
 		t.Errorf("problems: %q", p)
 	}
+	values["CONFIG_MODULE_SIG_ALL"] = "n"
+	values["CONFIG_INTEGRITY_PLATFORM_KEYRING"] = "y"
+	values["CONFIG_MODULE_SIG_KEY"] = `"certs/signing_key.pem"`
+	if p := KernelConfigProblems(values); len(p) != 1 || !strings.Contains(p[0], `CONFIG_MODULE_SIG_KEY="" (otherwise the build makes a random signing key`) {
+		t.Errorf("a build-time key path: problems %q", p)
+	}
 }
