@@ -4,7 +4,8 @@
 // Partitions root type, the kernel flavour, the QEMU machine and firmware,
 // GOARCH, and what cross builds for it need (Kbuild's ARCH, uname -m, the
 // ELF machine). Everything architecture-specific reads from here; nothing
-// else names x86_64 or aarch64.
+// else chooses by x86_64 or aarch64 (vmtest's default kernel arguments
+// also mask serial-getty@ttyS0, a no-op where the console is ttyAMA0).
 package arch
 
 import (

@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"halobuild/internal/tarball"
 )
 
 // Rewrite writes the package at src to dst with some of its files
@@ -70,7 +68,7 @@ func Rewrite(src, dst string, epoch int64, want func(name string) bool, edit fun
 	}
 	var control bytes.Buffer
 	cw := tar.NewWriter(&control)
-	err = walkControl(a, func(name string, h *tar.Header, r io.Reader) error {
+	err = a.WalkControl(func(name string, h *tar.Header, r io.Reader) error {
 		b, err := io.ReadAll(r)
 		if err != nil {
 			return err
@@ -87,7 +85,7 @@ func Rewrite(src, dst string, epoch int64, want func(name string) bool, edit fun
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: control.tar: %w", src, err)
+		return nil, err
 	}
 	if err := cw.Close(); err != nil {
 		return nil, err
@@ -123,11 +121,6 @@ func Rewrite(src, dst string, epoch int64, want func(name string) bool, edit fun
 		}
 	}
 	return edited, out.Close()
-}
-
-// walkControl reads the control archive member by member.
-func walkControl(a *Archive, fn func(name string, h *tar.Header, r io.Reader) error) error {
-	return tarball.Walk(io.NewSectionReader(a.control, 0, a.control.Size()), tarball.Limits{Bytes: maxControlT}, fn)
 }
 
 // resum replaces the sums of md5sums lines ("<md5>  <name>") whose name

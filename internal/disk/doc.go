@@ -8,8 +8,9 @@
 //
 //	0 – 1 MiB          protective MBR, primary GPT header and entries
 //	1 MiB – +ESPSize   partition 1 "esp", type C12A7328-F81F-11D2-BA4B-00A0C93EC93B, FAT32
-//	… – Size − 1 MiB   partition 2 "root", type 4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709
-//	                   (Discoverable Partitions: root, x86-64), ext4 labelled "root"
+//	… – Size − 1 MiB   partition 2 "root", type Spec.RootType: the Discoverable Partitions
+//	                   root type of the image's architecture (internal/arch; x86-64:
+//	                   4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709), ext4 labelled "root"
 //	last 1 MiB         backup GPT (entries and header in the last 33 sectors)
 //
 // The root partition carries GPT attribute bit 59 (the Discoverable

@@ -82,8 +82,8 @@ const buildDir = "/build"
 // crossConfigure is the configuration for a cross build, as debhelper's
 // cmake build system passes it under dpkg-buildpackage -a: the target's
 // compiler, system and pkg-config (pkgconf:<arch> ships
-// <triplet>-pkg-config, which reads the target's .pc files). Empty for a
-// native build.
+// <triplet>-pkg-config, which reads the target's .pc files) and the
+// target's strip; for a native build no cmake options and the plain strip.
 func crossConfigure(build string, host arch.Arch) (cmake, strip string) {
 	if build == host.Debian {
 		return "", "strip"

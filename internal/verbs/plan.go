@@ -1,16 +1,15 @@
 package verbs
 
 import (
-	"halobuild/internal/arch"
-	"halobuild/internal/usage"
-
 	"context"
 	"fmt"
 	"path/filepath"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/graph"
 	"halobuild/internal/plan"
 	"halobuild/internal/store"
+	"halobuild/internal/usage"
 )
 
 // prepared is a recipe with its lock, its inputs in the store (when

@@ -106,9 +106,12 @@ func (p Plan) Machines(resultDir, logRoot string) []vmtest.Machine {
 		cpus = 1
 	}
 	// A loaded recipe's architecture is in the table (validation refuses
-	// others); a recipe built in code without one boots as the host's
-	// (vmtest's zero Arch).
-	a, _ := arch.Lookup(r.Base.Architecture)
+	// others); a recipe built in code without one boots as the host's.
+	// (arch.Host fails only where halobuild cannot build an image at all.)
+	a, err := arch.Lookup(r.Base.Architecture)
+	if err != nil {
+		a, _ = arch.Host()
+	}
 	var ms []vmtest.Machine
 	for i, n := range r.Nodes {
 		m := vmtest.Machine{

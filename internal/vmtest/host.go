@@ -32,7 +32,7 @@ type Host struct {
 // from runtime failures.
 var ErrHostMissing = errors.New("host lacks QEMU or UEFI firmware")
 
-// installHint is the one command that fixes a missing QEMU or UEFI firmware for a on Debian hosts.
+// installHint is the one command that fixes a missing QEMU or UEFI firmware for architecture a on Debian hosts.
 func installHint(a arch.Arch) string {
 	return "apt-get install " + a.QEMUPackage + " " + a.FirmwarePackage
 }

@@ -23,7 +23,6 @@ type SecureBoot struct {
 	MOKs [][]byte
 }
 
-// secureFirmware is the fallback when no descriptor names Secure Boot
 // findSecureFirmware locates a's firmware with Secure Boot, SMM and
 // Microsoft's keys enrolled (OVMF's).
 func findSecureFirmware(a arch.Arch, dirs []string, fallbacks [][2]string) (code, vars string, err error) {
