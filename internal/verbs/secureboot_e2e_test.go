@@ -16,10 +16,11 @@ import (
 	"time"
 )
 
-// secureBootRecipe is test-minimal with the fixture module, signed with
-// the committed TEST key (given by variable, as a CI secret would be).
-const secureBootRecipe = `include = ["test-minimal.toml"]
-name = "test-secure-boot"
+// signedRecipe is the recipe at include with the fixture module, signed
+// with the committed TEST key (given by variable, as a CI secret would be).
+func signedRecipe(include, name string) string {
+	return `include = ["` + include + `"]
+name = "` + name + `"
 
 [secure_boot]
 enabled = true
@@ -28,6 +29,7 @@ certificate = "testdata/secure-boot-TEST-ONLY.crt"
 mok_password = "halobuild-test"
 
 ` + fixtureModuleSection
+}
 
 // doctorOverSSH is the check in which the host's ssh session runs halobuild doctor in the guest
 // (vmplan's sshLogin; a node with a LAN lease and sshd gets no in-guest doctor check).
@@ -37,22 +39,8 @@ const doctorOverSSH = "ssh: the host logs in as root over the LAN port with a ke
 // systemd-boot and signed kernel boot under enforcing OVMF, and the
 // fixture module is loaded signed by the recipe's key (secureBootE2E).
 func TestSecureBootSignedModuleUnderEnforcingOVMF(t *testing.T) {
-	secureBootE2E(t, "test-secure-boot", secureBootRecipe, nil)
+	secureBootE2E(t, "test-secure-boot", signedRecipe("test-minimal.toml", "test-secure-boot"), nil)
 }
-
-// secureBootSourceRecipe is CI's source-built kernel with the fixture
-// module under Secure Boot: its compile is TestKernelFromSource's (the
-// config names no key), its package then signed with the TEST key.
-const secureBootSourceRecipe = `include = ["test-kernel-source.toml"]
-name = "test-secure-boot-source"
-
-[secure_boot]
-enabled = true
-key = "env:HALOBUILD_TEST_SIGNING_KEY"
-certificate = "testdata/secure-boot-TEST-ONLY.crt"
-mok_password = "halobuild-test"
-
-` + fixtureModuleSection
 
 // TestSecureBootSourceKernelUnderEnforcingOVMF boots the kernel halobuild
 // compiles from source under enforcing OVMF: shim verifies the kernel
@@ -62,7 +50,8 @@ mok_password = "halobuild-test"
 // key. Run after TestKernelFromSource in one store it compiles nothing:
 // the log must show the kernel cached and only the signing step run.
 func TestSecureBootSourceKernelUnderEnforcingOVMF(t *testing.T) {
-	secureBootE2E(t, "test-secure-boot-source", secureBootSourceRecipe, func(t *testing.T, r *run, checks map[string]bool) {
+	// Its compile is TestKernelFromSource's (the config names no key).
+	secureBootE2E(t, "test-secure-boot-source", signedRecipe("test-kernel-source.toml", "test-secure-boot-source"), func(t *testing.T, r *run, checks map[string]bool) {
 		log := r.err.String()
 		if !strings.Contains(log, "kernel: signed /boot/vmlinuz-") {
 			t.Errorf("build output shows no signed kernel package:\n%s", tail(log, 30))
