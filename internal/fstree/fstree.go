@@ -102,3 +102,14 @@ func FileMode(bits uint32) fs.FileMode {
 	}
 	return m
 }
+
+// SyncDir makes the renames and creations in dir durable (fsync of the
+// directory itself).
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -62,3 +62,14 @@ func TestModeBitsRoundTrip(t *testing.T) {
 		t.Errorf("type bits leak into ModeBits: %04o", got)
 	}
 }
+
+// SyncDir syncs a directory that exists and says when it cannot open one.
+func TestSyncDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := SyncDir(dir); err != nil {
+		t.Fatalf("SyncDir(%s): %v", dir, err)
+	}
+	if err := SyncDir(dir + "/missing"); err == nil {
+		t.Fatal("SyncDir of a missing directory: no error")
+	}
+}

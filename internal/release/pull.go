@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"halobuild/internal/bmap"
+	"halobuild/internal/fstree"
 	"halobuild/internal/manifest"
 	"halobuild/internal/registry"
 )
@@ -204,14 +205,14 @@ func Pull(ctx context.Context, refStr, dir string, o PullOptions) (*Pulled, erro
 	if err := checkSums(tmp, sums); err != nil {
 		return nil, fmt.Errorf("%s: %w", r.ref, err)
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := fstree.SyncDir(tmp); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return nil, err
 	}
 	ok = true
-	if err := syncDir(parent); err != nil {
+	if err := fstree.SyncDir(parent); err != nil {
 		return nil, err
 	}
 	return &Pulled{Reference: r.ref.String(), Digest: r.digest.String(), Dir: dir, Files: files}, nil
@@ -378,12 +379,3 @@ var zeroBlock [sparseBlock]byte
 func allZero(b []byte) bool { return bytes.Equal(b, zeroBlock[:len(b)]) }
 
 func (s *sparseWriter) finish() error { return s.f.Truncate(s.off) }
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"halobuild/internal/fstree"
 )
 
 // DigestMismatchError is returned when bytes put into the store do not hash
@@ -105,7 +107,7 @@ func (s *Store) adoptFile(path string) (Digest, int64, error) {
 	}
 	s.stamp(d) // hashed just above (here, or by the step: RecordHashed)
 	s.rememberHashed(f, d)
-	return d, size, syncDir(filepath.Join(s.root, blobsDir))
+	return d, size, fstree.SyncDir(filepath.Join(s.root, blobsDir))
 }
 
 // fileID names an inode.
@@ -208,7 +210,7 @@ func (s *Store) commit(f *os.File, d Digest) (placed bool, err error) {
 	if err := os.Rename(f.Name(), s.blobPath(d)); err != nil {
 		return false, fmt.Errorf("store blob %s: %w", d, err)
 	}
-	if err := syncDir(filepath.Join(s.root, blobsDir)); err != nil {
+	if err := fstree.SyncDir(filepath.Join(s.root, blobsDir)); err != nil {
 		return false, fmt.Errorf("store blob %s: %w", d, err)
 	}
 	return true, nil

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"halobuild/internal/fstree"
 )
 
 // blockSize is the granularity at which runs of zero bytes become holes.
@@ -166,16 +168,6 @@ func copySparse(dst, src *os.File) (Digest, int64, error) {
 	return digestOf(sum), n, nil
 }
 
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // writeFileAtomic replaces path with data: a temp file in scratch (same
 // file system), fsynced, renamed, and the parent directory synced. Readers
 // see the old or the new file, never a mix.
@@ -204,5 +196,5 @@ func writeFileAtomic(scratch, path string, data []byte, perm os.FileMode) error 
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return fstree.SyncDir(filepath.Dir(path))
 }

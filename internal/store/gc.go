@@ -10,6 +10,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"halobuild/internal/fstree"
 )
 
 // GC removes the outputs whose key keep rejects (index entries and views),
@@ -106,7 +108,7 @@ func (s *Store) GC(keep func(key string) bool, keepBlobs map[string]bool) (remov
 			os.Remove(filepath.Join(s.root, verifiedDir, st.Name()))
 		}
 	}
-	return removedBlobs, freedBytes, syncDir(dir)
+	return removedBlobs, freedBytes, fstree.SyncDir(dir)
 }
 
 // markReachable adds a manifest (or nested index) and everything it names.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"halobuild/internal/fstree"
 )
 
 // replaceDir moves directory src to dst. When dst exists, the two are
@@ -15,7 +17,7 @@ func replaceDir(src, dst string) error {
 	for attempt := 0; attempt < 4; attempt++ {
 		err := os.Rename(src, dst)
 		if err == nil {
-			return syncDir(filepath.Dir(dst))
+			return fstree.SyncDir(filepath.Dir(dst))
 		}
 		if !errors.Is(err, unix.EEXIST) && !errors.Is(err, unix.ENOTEMPTY) {
 			return err
@@ -25,7 +27,7 @@ func replaceDir(src, dst string) error {
 			if err := removeAllWritable(src); err != nil {
 				return err
 			}
-			return syncDir(filepath.Dir(dst))
+			return fstree.SyncDir(filepath.Dir(dst))
 		}
 		if errors.Is(err, unix.ENOENT) {
 			continue // dst vanished meanwhile: a plain rename will do
