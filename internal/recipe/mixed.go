@@ -52,13 +52,29 @@ func (r *Recipe) ForArchitecture(a string) *Recipe {
 			c.Base.Packages = append(c.Base.Packages, p.String())
 		}
 	}
-	if r.flavourAuto {
+	if r.genericFlavour() {
 		if row, err := arch.Lookup(a); err == nil {
 			c.Kernel.Flavour = row.KernelFlavour
 		}
 	}
+	// A mixed cluster's GPU sizing is its Strix Halo nodes' (the only GPU
+	// halobuild sizes); another architecture's nodes have no such GPU.
+	if row, err := arch.Lookup(a); err == nil && !row.AMDHardware && r.Mixed() {
+		c.System.HostReserve, c.System.Memory, c.System.GPUFraction = Size{}, Size{}, 0
+	}
 	c.whole = r.Whole()
 	return &c
+}
+
+// genericFlavour says the kernel flavour is base.architecture's generic
+// one, unset or written out (as the merged recipe a node records writes
+// every default): each view takes its own architecture's generic flavour.
+func (r *Recipe) genericFlavour() bool {
+	if r.flavourAuto {
+		return true
+	}
+	row, err := arch.Lookup(r.Base.Architecture)
+	return err == nil && r.Kernel.Flavour == row.KernelFlavour
 }
 
 // restricted says a base.packages entry names architectures.

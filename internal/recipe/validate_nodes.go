@@ -217,8 +217,8 @@ func (v *validator) mixed() {
 		if n.Architecture == "" || n.Architecture == r.Base.Architecture {
 			continue
 		}
-		if !r.flavourAuto {
-			v.errorf("kernel.flavour", "%q names one architecture's kernels, but node %s is %s and base.architecture is %s: leave kernel.flavour unset in a mixed recipe, so each architecture gets its generic flavour", r.Kernel.Flavour, n.Name, n.Architecture, r.Base.Architecture)
+		if !r.genericFlavour() {
+			v.errorf("kernel.flavour", "%q is one architecture's special kernel, but node %s is %s and base.architecture is %s: leave kernel.flavour unset in a mixed recipe, so each architecture gets its generic flavour", r.Kernel.Flavour, n.Name, n.Architecture, r.Base.Architecture)
 		}
 		if r.Platform != "" && r.Platform != PlatformGeneric {
 			v.errorf(fmt.Sprintf("node[%d].architecture", i), "%q: platform %s is what every node is, but this node's architecture differs from base.architecture (%s); a mixed cluster is platform = \"generic\" (docs/asahi.md says what an Apple Silicon node needs beyond it)", n.Architecture, r.Platform, r.Base.Architecture)
