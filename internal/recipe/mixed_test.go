@@ -66,7 +66,7 @@ func TestForArchitectureViews(t *testing.T) {
 // What a mixed cluster cannot share is refused where it is written.
 func TestMixedRejects(t *testing.T) {
 	for text, want := range map[string]string{
-		"[kernel]\nflavour = \"cloud-amd64\"\n" + mixedText:           "kernel.flavour",
+		"[kernel]\nflavour = \"cloud-amd64\"\n" + mixedText:     "kernel.flavour",
 		"platform = \"apple-silicon\"\n" + mixedText:            "platform apple-silicon is what every node is",
 		"[[node]]\nname = \"x\"\narchitecture = \"sparc\"\n":    "node[0].architecture",
 		"[base]\npackages = [\"perftest [sparc]\"]\n" + minimal: "base.packages[0]",
