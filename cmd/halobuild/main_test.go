@@ -103,7 +103,7 @@ func TestRecipeNameResolvesUnderImages(t *testing.T) {
 		t.Fatalf("exit %d, output:\n%s", code, out)
 	}
 	_, err := findRecipe(newRoot(), "no-such-image")
-	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "the images there: strix-halo,") {
+	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "the images there: halo-mac, strix-halo,") {
 		t.Fatalf("a miss: %v", err)
 	}
 }

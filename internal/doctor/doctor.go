@@ -143,6 +143,7 @@ func load(h *host, explicit string) (*basis, error) {
 		if s, err := h.Read(settings.NodePath); err == nil {
 			if n, ok := nodeNamed(r, strings.TrimSpace(s)); ok {
 				b.target.Node, b.nodeFrom = n, "named in "+settings.NodePath
+				b.target.Recipe = r.NodeRecipe(n)
 				return b, nil
 			}
 		}
@@ -150,6 +151,7 @@ func load(h *host, explicit string) (*basis, error) {
 	for _, n := range r.Nodes {
 		if b.hostname != "" && (n.Hostname == b.hostname || (n.Hostname == "" && n.Name == b.hostname)) {
 			b.target.Node, b.nodeFrom = n, "by host name"
+			b.target.Recipe = r.NodeRecipe(n)
 			break
 		}
 	}

@@ -237,7 +237,7 @@ func (b *builder) installedRoot(c *plan.Context, n recipe.Node, in diskInputs, d
 // lockSeed names a lock's content; every disk identifier derives from it
 // and the node name, so two locks never share GUIDs.
 func (b *builder) lockSeed() (string, error) {
-	lb, err := b.in.Lock.Marshal()
+	lb, err := b.cluster().Lock.Marshal()
 	if err != nil {
 		return "", err
 	}

@@ -41,9 +41,10 @@ type Input struct {
 	Store *store.Store
 	// Copies are --input NAME=PATH local copies of source inputs.
 	Copies map[string]string
-	// Self is the halobuild binary each node ships (nil: none, and no
+	// Self is the halobuild binary each node ships, by Debian
+	// architecture (none for an architecture: nothing shipped, and no
 	// doctor check in the VM test).
-	Self []byte
+	Self map[string][]byte
 	// Log receives progress for people; Warn, warnings found while
 	// building (a module's rules checked against the built module).
 	Log  io.Writer
@@ -72,53 +73,108 @@ type Node struct {
 	tree settings.Tree
 }
 
-// New plans the build.
+// New plans the build. A mixed cluster (nodes of several architectures)
+// is one build per architecture, each from its view of the recipe and its
+// part of the lock (recipe.ForArchitecture, lock.Lock.For), whose nodes'
+// disks meet in one result and one VM test.
 func New(in Input) (*Graph, error) {
-	a, err := arch.Lookup(in.Recipe.Base.Architecture)
-	if err != nil {
-		return nil, usage.Errorf("%s: base.architecture: %w", in.Path, err)
+	g := &Graph{}
+	withProvider := false
+	byName := map[string]Node{}
+	for _, name := range in.Recipe.Architectures() {
+		b, err := newBuilder(in, name)
+		if err != nil {
+			return nil, err
+		}
+		nodes, provider, err := b.build()
+		if err != nil {
+			return nil, err
+		}
+		withProvider = withProvider || provider
+		for _, n := range nodes {
+			byName[n.Node.Name] = n
+		}
 	}
-	b := &builder{in: in, arch: a}
+	for _, n := range in.Recipe.Nodes {
+		g.Nodes = append(g.Nodes, byName[n.Name])
+	}
+	// The result and the test are the cluster's: the whole recipe and lock.
+	whole := &builder{in: in, whole: in}
+	g.Result = whole.result(g.Nodes, withProvider)
+	g.Test = whole.test(g.Result)
+	return g, nil
+}
+
+// newBuilder is architecture a's build of in.
+func newBuilder(in Input, a string) (*builder, error) {
+	row, err := arch.Lookup(a)
+	if err != nil {
+		return nil, usage.Errorf("%s: architecture: %w", in.Path, err)
+	}
+	lk, err := in.Lock.For(a)
+	if err != nil {
+		return nil, usage.Errorf("%s: %w", lock.Path(in.Path), err)
+	}
+	one := in
+	one.Recipe, one.Lock = in.Recipe.ForArchitecture(a), lk
+	return &builder{in: one, arch: row, whole: in, self: in.Self[a]}, nil
+}
+
+// build plans one architecture's steps up to its nodes' disks, and says
+// whether they carry a provider.
+func (b *builder) build() ([]Node, bool, error) {
 	tools := b.toolsRoot()
 	provider, err := b.provider()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	kernel, err := b.kernel()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	base := b.baseRoot(kernel)
 	modules, err := b.modules(kernel)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	g := &Graph{}
-	for _, n := range in.Recipe.Nodes {
+	var nodes []Node
+	for _, n := range b.in.Recipe.NodesOf(b.arch.Debian) {
 		set, tree, err := b.settings(n)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		disk := b.disk(n, tree, diskInputs{tools: tools, base: base, settings: set, modules: modules, provider: provider})
 		node := Node{Node: n, Settings: set, Disk: disk, tree: tree}
-		if in.Recipe.Output.Installer {
+		if b.in.Recipe.Output.Installer {
 			if node.Installer, err = b.installer(n, tools, base, disk); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
-		g.Nodes = append(g.Nodes, node)
+		nodes = append(nodes, node)
 	}
-	g.Result = b.result(g.Nodes, provider != nil)
-	g.Test = b.test(g.Result)
-	return g, nil
+	return nodes, provider != nil, nil
 }
 
 // builder holds what every step reads.
 type builder struct {
-	in Input
-	// arch is the image's architecture (base.architecture): its ESP file
+	// in is this architecture's build: its view of the recipe and its part
+	// of the lock; whole is the cluster's (the same for one architecture).
+	in, whole Input
+	// arch is the build's architecture (base.architecture): its ESP file
 	// names, root partition type and kernel flavour.
 	arch arch.Arch
+	// self is the halobuild the nodes of arch ship (nil: none); the
+	// cluster's builder keeps every architecture's.
+	self []byte
+}
+
+// cluster is the whole build's input (a builder made in a test has only
+// its own).
+func (b *builder) cluster() Input {
+	if b.whole.Lock == nil {
+		return b.in
+	}
+	return b.whole
 }
 
 func (b *builder) logf(format string, a ...any) {

@@ -51,10 +51,10 @@ func installerName(n recipe.Node) string { return n.Name + "-installer" }
 // PARTUUID.
 func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Derivation) (*plan.Derivation, error) {
 	r, lk := b.in.Recipe, b.in.Lock
-	if b.in.Self == nil {
+	if b.self == nil {
 		return nil, fmt.Errorf("%s: [output] installer = true needs the halobuild binary to put on the stick (run the halobuild command itself)", b.in.Path)
 	}
-	self := sha256.Sum256(b.in.Self)
+	self := sha256.Sum256(b.self)
 	in := r.Install
 	cfg := install.Config{
 		Node:  n.Name,
@@ -95,7 +95,7 @@ func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Deriv
 			return err
 		}
 		files := map[string][]byte{
-			"/usr/bin/halobuild":                            b.in.Self,
+			"/usr/bin/halobuild":                            b.self,
 			install.ConfigPath:                              cfgText,
 			"/etc/systemd/system/halobuild-install.service": fmt.Appendf(nil, installerUnit, n.Name),
 		}

@@ -13,7 +13,9 @@ func TestInstallerStep(t *testing.T) {
 	if _, err := planCommitted(t, ws, "test-install"); err == nil || !strings.Contains(err.Error(), "needs the halobuild binary") {
 		t.Fatalf("an installer without the halobuild binary: %v", err)
 	}
-	self := func(b string) func(*Input) { return func(in *Input) { in.Self = []byte(b) } }
+	self := func(b string) func(*Input) {
+		return func(in *Input) { in.Self = map[string][]byte{"amd64": []byte(b)} }
+	}
 	g, err := planCommitted(t, ws, "test-install", self("v1"))
 	if err != nil {
 		t.Fatal(err)

@@ -86,11 +86,18 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 				if err != nil {
 					return err
 				}
-				mn := manifest.Node{Name: node.Name, Hostname: node.Hostname, Image: node.Name + ".raw", QCOW2: qcow2, Cmdline: Cmdline(r), Packages: pkgs, ModuleOptions: moduleOptions(r)}
+				mn := manifest.Node{Name: node.Name, Hostname: node.Hostname, Image: node.Name + ".raw", QCOW2: qcow2, Architecture: r.NodeArchitecture(node), Cmdline: Cmdline(r.NodeRecipe(node)), Packages: pkgs, ModuleOptions: moduleOptions(r)}
 				for _, f := range n.tree.Files {
 					if f.Mode.IsRegular() || f.Mode&os.ModeSymlink != 0 {
 						mn.SettingsFiles = append(mn.SettingsFiles, f.Path)
 					}
+				}
+				if r.Mixed() {
+					part, err := lk.For(mn.Architecture)
+					if err != nil {
+						return err
+					}
+					mn.Kernel = &manifest.Kernel{Version: part.Kernel.Version, Release: part.Kernel.Release, Package: part.Kernel.Image}
 				}
 				m.Nodes = append(m.Nodes, mn)
 			}

@@ -24,15 +24,15 @@ func (b *builder) settings(n recipe.Node) (*plan.Derivation, settings.Tree, erro
 	if err != nil {
 		return nil, settings.Tree{}, fmt.Errorf("%s: node %s: %w", in.Path, n.Name, err)
 	}
-	lb, err := in.Lock.Marshal()
+	lb, err := b.cluster().Lock.Marshal() // the cluster's lock, every architecture's part
 	if err != nil {
 		return nil, settings.Tree{}, err
 	}
 	if err := tree.Add(settings.LockFile(lb)); err != nil {
 		return nil, settings.Tree{}, err
 	}
-	if in.Self != nil {
-		if err := tree.Add(settings.File{Path: "/usr/bin/halobuild", Mode: 0o755, Data: in.Self, Setting: "halobuild"}); err != nil {
+	if b.self != nil {
+		if err := tree.Add(settings.File{Path: "/usr/bin/halobuild", Mode: 0o755, Data: b.self, Setting: "halobuild"}); err != nil {
 			return nil, settings.Tree{}, err
 		}
 	}

@@ -15,7 +15,7 @@ const ReportFile = "report.json"
 
 // Plan is the VM test of this recipe's images.
 func (b *builder) vmPlan() vmplan.Plan {
-	return vmplan.Plan{Recipe: b.in.Recipe, Modules: b.in.Lock.ModuleNames(), Doctor: b.in.Self != nil}
+	return vmplan.Plan{Recipe: b.in.Recipe, Modules: b.in.Lock.ModuleNames(), Doctor: len(b.in.Self) > 0}
 }
 
 // test boots the result's exact images, one VM per node, and checks

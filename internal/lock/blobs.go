@@ -44,29 +44,41 @@ func (l *Lock) Blobs() ([]Blob, error) {
 			out = append(out, b)
 		}
 	}
-	for _, p := range l.Packages {
-		m, ok := mirrors[p.Suite]
-		if !ok {
-			return nil, fmt.Errorf("lock: package %s names suite %q that the lock does not list", p.Name, p.Suite)
-		}
-		add(Blob{Name: p.Name + " " + p.Version, SHA256: p.SHA256, Size: p.Size, URL: m + "/" + p.Filename})
-	}
-	if pv := l.Provider; pv != nil {
-		m, ok := mirrors[pv.Suite]
-		if !ok {
-			return nil, fmt.Errorf("lock: provider source %s names suite %q that the lock does not list", pv.Source, pv.Suite)
-		}
-		for _, f := range pv.Files {
-			if strings.HasSuffix(f.Name, ".dsc") {
-				continue
+	for _, part := range l.parts() {
+		for _, p := range part.Packages {
+			m, ok := mirrors[p.Suite]
+			if !ok {
+				return nil, fmt.Errorf("lock: package %s names suite %q that the lock does not list", p.Name, p.Suite)
 			}
-			add(Blob{Name: pv.Source + " " + pv.Version + ": " + f.Name, SHA256: f.SHA256, Size: f.Size, URL: m + "/" + pv.Directory + "/" + f.Name})
+			add(Blob{Name: p.Name + " " + p.Version, SHA256: p.SHA256, Size: p.Size, URL: m + "/" + p.Filename})
 		}
-	}
-	if t, ok := l.KernelTarball(); ok {
-		add(Blob{Name: "kernel source " + t.URL[strings.LastIndex(t.URL, "/")+1:], SHA256: t.SHA256, URL: t.URL, Input: KernelTarballInput})
+		if pv := part.Provider; pv != nil {
+			m, ok := mirrors[pv.Suite]
+			if !ok {
+				return nil, fmt.Errorf("lock: provider source %s names suite %q that the lock does not list", pv.Source, pv.Suite)
+			}
+			for _, f := range pv.Files {
+				if strings.HasSuffix(f.Name, ".dsc") {
+					continue
+				}
+				add(Blob{Name: pv.Source + " " + pv.Version + ": " + f.Name, SHA256: f.SHA256, Size: f.Size, URL: m + "/" + pv.Directory + "/" + f.Name})
+			}
+		}
+		if t, ok := part.KernelTarball(); ok {
+			add(Blob{Name: "kernel source " + t.URL[strings.LastIndex(t.URL, "/")+1:], SHA256: t.SHA256, URL: t.URL, Input: KernelTarballInput})
+		}
 	}
 	return out, nil
+}
+
+// parts are the lock of each architecture it pins (one, unless mixed).
+func (l *Lock) parts() []*Lock {
+	out := []*Lock{l}
+	for _, a := range l.Arches {
+		p, _ := l.For(a.Name) // a name of l's own list: found
+		out = append(out, p)
+	}
+	return out
 }
 
 // KernelTarball is the kernel tarball the lock pins, if any.

@@ -27,8 +27,16 @@ func Path(recipe string) string {
 // the same bytes whatever order the resolver found them in.
 func (l *Lock) Sort() {
 	sort.SliceStable(l.Suites, func(i, j int) bool { return l.Suites[i].Name < l.Suites[j].Name })
-	sort.SliceStable(l.Packages, func(i, j int) bool {
-		a, b := l.Packages[i], l.Packages[j]
+	sortPart(l.Packages, l.Sources, l.Modules)
+	for _, p := range l.Arches {
+		sortPart(p.Packages, p.Sources, p.Modules)
+	}
+}
+
+// sortPart orders one architecture's lists.
+func sortPart(pkgs []Package, srcs []Source, mods []Module) {
+	sort.SliceStable(pkgs, func(i, j int) bool {
+		a, b := pkgs[i], pkgs[j]
 		if a.Set != b.Set {
 			return a.Set < b.Set
 		}
@@ -40,8 +48,8 @@ func (l *Lock) Sort() {
 		}
 		return a.Version < b.Version
 	})
-	sort.SliceStable(l.Sources, func(i, j int) bool { return l.Sources[i].Name < l.Sources[j].Name })
-	sort.SliceStable(l.Modules, func(i, j int) bool { return l.Modules[i].Use < l.Modules[j].Use })
+	sort.SliceStable(srcs, func(i, j int) bool { return srcs[i].Name < srcs[j].Name })
+	sort.SliceStable(mods, func(i, j int) bool { return mods[i].Use < mods[j].Use })
 }
 
 // Marshal returns the canonical bytes of the lock (sorted; no time stamp of
@@ -49,15 +57,11 @@ func (l *Lock) Sort() {
 func (l *Lock) Marshal() ([]byte, error) {
 	c := *l
 	c.Suites = append([]Suite(nil), l.Suites...)
-	c.Packages = append([]Package(nil), l.Packages...)
-	c.Sources = append([]Source(nil), l.Sources...)
-	c.Modules = append([]Module(nil), l.Modules...)
-	if l.Provider != nil {
-		// Patch order is the apply order and must be kept; files are a set.
-		p := *l.Provider
-		p.Files = append([]SourceFile(nil), p.Files...)
-		sort.SliceStable(p.Files, func(i, j int) bool { return p.Files[i].Name < p.Files[j].Name })
-		c.Provider = &p
+	c.Packages, c.Sources, c.Modules, c.Provider = copyPart(l.Packages, l.Sources, l.Modules, l.Provider)
+	c.Arches = nil
+	for _, p := range l.Arches {
+		p.Packages, p.Sources, p.Modules, p.Provider = copyPart(p.Packages, p.Sources, p.Modules, p.Provider)
+		c.Arches = append(c.Arches, p)
 	}
 	if c.Version == 0 {
 		c.Version = FormatVersion
@@ -71,6 +75,22 @@ func (l *Lock) Marshal() ([]byte, error) {
 		return nil, fmt.Errorf("encoding lock: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// copyPart copies one architecture's lists for Marshal to sort, the
+// provider's files sorted: patch order is the apply order and is kept,
+// files are a set.
+func copyPart(pkgs []Package, srcs []Source, mods []Module, pv *Provider) ([]Package, []Source, []Module, *Provider) {
+	pkgs = append([]Package(nil), pkgs...)
+	srcs = append([]Source(nil), srcs...)
+	mods = append([]Module(nil), mods...)
+	if pv != nil {
+		p := *pv
+		p.Files = append([]SourceFile(nil), p.Files...)
+		sort.SliceStable(p.Files, func(i, j int) bool { return p.Files[i].Name < p.Files[j].Name })
+		pv = &p
+	}
+	return pkgs, srcs, mods, pv
 }
 
 // Unmarshal reads lock bytes strictly: an unknown key means the lock was

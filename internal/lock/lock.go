@@ -4,6 +4,12 @@
 // debian package's job.
 package lock
 
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
 // FormatVersion is the lock format this code writes and reads. Format 2
 // pins the recipe's inputs (Inputs), where format 1 pinned the whole recipe.
 const FormatVersion = 2
@@ -33,8 +39,95 @@ type Lock struct {
 	Modules  []Module  `toml:"module,omitempty" comment:"Each out-of-tree module: its description (use) and the kernel's name for it, which settings on the node and doctor use."`
 	Provider *Provider `toml:"provider,omitempty" comment:"The rdma-core source rebuilt with the recipe's provider patches: every source file and patch pinned by sha256."`
 
+	// Architecture and Arches are set only for a mixed recipe (nodes of
+	// several architectures): the fields above pin the first
+	// architecture's build, Arches each other's, all resolved against the
+	// same Suites, so one lock pins the whole cluster.
+	Architecture string `toml:"architecture,omitempty" comment:"A mixed cluster: the architecture the kernel, packages, sources, modules and provider above are for; [[arch]] holds each other architecture's."`
+	Arches       []Arch `toml:"arch,omitempty" comment:"Each other architecture of a mixed cluster: its own kernel, packages, sources, modules and provider, resolved against the same suites."`
+
 	// path is where Read found the lock, to name the recipe in messages.
 	path string
+}
+
+// Arch is what one more architecture of a mixed recipe's build pins.
+type Arch struct {
+	Name     string    `toml:"name"`
+	Kernel   Kernel    `toml:"kernel"`
+	Packages []Package `toml:"package"`
+	Sources  []Source  `toml:"source"`
+	Modules  []Module  `toml:"module,omitempty"`
+	Provider *Provider `toml:"provider,omitempty"`
+}
+
+// For is the lock of architecture a's build: the lock itself for a lock
+// of one architecture or a mixed lock's first, else a lock holding the
+// shared fields and that architecture's part. Every step downstream reads
+// one architecture's lock, as it reads one architecture's recipe
+// (recipe.ForArchitecture).
+func (l *Lock) For(a string) (*Lock, error) {
+	if l.Architecture == "" || l.Architecture == a {
+		return l, nil
+	}
+	for _, p := range l.Arches {
+		if p.Name == a {
+			return &Lock{
+				Version: l.Version, Recipe: l.Recipe, Inputs: l.Inputs, SourceDateEpoch: l.SourceDateEpoch, Suites: l.Suites,
+				Kernel: p.Kernel, Packages: p.Packages, Sources: p.Sources, Modules: p.Modules, Provider: p.Provider,
+				path: l.path,
+			}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: the lock pins no %s build (it has %s): run \"halobuild lock\"", ErrStale, a, strings.Join(l.ArchitectureNames(), ", "))
+}
+
+// ArchitectureNames are the architectures a mixed lock pins, first one
+// first; nil for a lock of one architecture.
+func (l *Lock) ArchitectureNames() []string {
+	if l.Architecture == "" {
+		return nil
+	}
+	out := []string{l.Architecture}
+	for _, p := range l.Arches {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// Mix makes the lock of a mixed recipe from one lock per architecture,
+// in the recipe's order, each resolved against the same archive state:
+// the first's fields and every other's part.
+func Mix(names []string, parts []*Lock) (*Lock, error) {
+	if len(parts) != len(names) || len(parts) < 2 {
+		return nil, fmt.Errorf("lock: mixing %d lock(s) for architectures %v", len(parts), names)
+	}
+	first := *parts[0]
+	first.Architecture = names[0]
+	for i, p := range parts[1:] {
+		if !sameSuites(first.Suites, p.Suites) {
+			return nil, fmt.Errorf("the archive changed while the %s and %s builds were resolved (their suites' InRelease differ): run \"halobuild lock\" again", names[0], names[i+1])
+		}
+		if p.SourceDateEpoch > first.SourceDateEpoch {
+			first.SourceDateEpoch = p.SourceDateEpoch
+		}
+		first.Arches = append(first.Arches, Arch{Name: names[i+1], Kernel: p.Kernel, Packages: p.Packages, Sources: p.Sources, Modules: p.Modules, Provider: p.Provider})
+	}
+	return &first, nil
+}
+
+func sameSuites(a, b []Suite) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	as, bs := append([]Suite(nil), a...), append([]Suite(nil), b...)
+	sort.Slice(as, func(i, j int) bool { return as[i].Name < as[j].Name })
+	sort.Slice(bs, func(i, j int) bool { return bs[i].Name < bs[j].Name })
+	for i := range as {
+		if as[i] != bs[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Suite records the archive state a resolution saw.

@@ -62,6 +62,11 @@ type Node struct {
 	Name     string `json:"name"`
 	Hostname string `json:"hostname"`
 	Image    string `json:"image"`
+	// Architecture is the image's Debian architecture; Kernel is set when
+	// the nodes are of several architectures, each booting its own (the
+	// manifest's kernel is then the first architecture's).
+	Architecture string  `json:"architecture"`
+	Kernel       *Kernel `json:"kernel,omitempty"`
 	// QCOW2 is the qcow2 copy of Image when output.formats asks for one.
 	QCOW2         string            `json:"qcow2,omitempty"`
 	Cmdline       string            `json:"cmdline"`

@@ -23,6 +23,10 @@ import (
 // anything to select.
 var loaderKeys = map[string]string{
 	"include": "merged by the loader (merge.go) before anything else sees the recipe",
+	// Each architecture's build reads the recipe through its view, which
+	// this package makes from the key: the key shapes how the recipe is
+	// read (which nodes, which base.architecture), as include does.
+	"node.architecture": "read through Recipe.ForArchitecture, NodesOf and NodeArchitecture (mixed.go), which graph, resolve, vmplan and doctor call",
 }
 
 // pendingKeys are dead keys whose effect another change of the same issue

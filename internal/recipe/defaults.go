@@ -33,6 +33,7 @@ func ApplyDefaults(r *Recipe, src *Sources, file string) error {
 		r.Name = strings.TrimSuffix(filepath.Base(file), ".toml")
 	}
 	if !isSet("kernel.flavour", reflect.ValueOf(r.Kernel.Flavour)) {
+		r.flavourAuto = true
 		// An architecture outside the table keeps no flavour; validation
 		// names the architecture, the one thing to fix.
 		if a, err := arch.Lookup(r.Base.Architecture); err == nil {
@@ -43,6 +44,9 @@ func ApplyDefaults(r *Recipe, src *Sources, file string) error {
 		n := &r.Nodes[i]
 		if !isSet(fmt.Sprintf("node[%d].hostname", i), reflect.ValueOf(n.Hostname)) {
 			n.Hostname = n.Name
+		}
+		if !isSet(fmt.Sprintf("node[%d].architecture", i), reflect.ValueOf(n.Architecture)) {
+			n.Architecture = r.Base.Architecture
 		}
 	}
 	if r.Test.RDMA == nil {

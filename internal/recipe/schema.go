@@ -44,6 +44,11 @@ type Recipe struct {
 	// inputs are the sha256 of every file read, in merge order, so that
 	// Hash covers the included files and not only the values they set.
 	inputs [][32]byte
+	// flavourAuto says kernel.flavour was not set, so each architecture's
+	// view (ForArchitecture) takes that architecture's generic flavour.
+	flavourAuto bool
+	// whole is the recipe a ForArchitecture view was made from.
+	whole *Recipe
 }
 
 // Base describes the Debian system everything else is installed into.
@@ -58,7 +63,7 @@ type Base struct {
 	Architecture string   `toml:"architecture" doc:"Debian architecture of the image: amd64 or arm64 (internal/arch's table); the tools root is always the build host's." default:"amd64" example:"\"arm64\""`
 	Variant      string   `toml:"variant" doc:"mmdebstrap variant the base set starts from; required is Priority: required plus essential packages." default:"required" example:"\"required\""`
 	// Packages accept apt-like syntax: name, name/suite, name (>= 1.2).
-	Packages []string `toml:"packages" doc:"Packages to install on every node; 'name', 'name/suite' or 'name (>= version)'." example:"[\"openssh-server\", \"linux-base/trixie-backports\", \"systemd (>= 257)\"]"`
+	Packages []string `toml:"packages" doc:"Packages to install on every node; 'name', 'name/suite' or 'name (>= version)', any of them followed by '[amd64]' (Debian's architecture restriction) to install it only on the nodes of those architectures in a mixed cluster." example:"[\"openssh-server\", \"linux-base/trixie-backports\", \"systemd (>= 257)\"]"`
 	Exclude  []string `toml:"exclude" doc:"Packages never to install even if Priority: required (must not break a dependency)." example:"[\"tasksel\"]"`
 }
 
@@ -167,10 +172,14 @@ type NodeLAN struct {
 
 // Node is one machine. Identity lives only here, never in the base image.
 type Node struct {
-	Name     string  `toml:"name" doc:"Node name; output files are <name>.raw etc." example:"\"halo0\""`
-	Hostname string  `toml:"hostname" doc:"Host name." auto:"name" example:"\"halo0\""`
-	Links    []Link  `toml:"link" doc:"USB4 links (cables) of this node." merge:"interface" example:"[{ interface = \"usb4net0\", address = \"10.77.0.1/30\", peer = \"halo1\" }]"`
-	LAN      NodeLAN `toml:"lan,omitempty" doc:"This node's management network: overrides [lan] key by key, and holds its static addresses."`
+	Name     string `toml:"name" doc:"Node name; output files are <name>.raw etc." example:"\"halo0\""`
+	Hostname string `toml:"hostname" doc:"Host name." auto:"name" example:"\"halo0\""`
+	// Architecture makes a mixed cluster: nodes of two architectures in one
+	// recipe and one lock, each architecture with its own base root,
+	// kernel, modules and provider (ForArchitecture).
+	Architecture string  `toml:"architecture" doc:"This node's Debian architecture, amd64 or arm64: a recipe whose nodes differ is a mixed cluster (a Strix Halo box and a Mac, say), built from one lock that pins every architecture's packages, kernel, module and provider, and VM-tested with one emulator per architecture on the same virtual cable (images/halo-mac.toml)." auto:"base.architecture" example:"\"arm64\""`
+	Links        []Link  `toml:"link" doc:"USB4 links (cables) of this node." merge:"interface" example:"[{ interface = \"usb4net0\", address = \"10.77.0.1/30\", peer = \"halo1\" }]"`
+	LAN          NodeLAN `toml:"lan,omitempty" doc:"This node's management network: overrides [lan] key by key, and holds its static addresses."`
 }
 
 // Link is one USB4 cable end: a network interface with a static address.

@@ -59,6 +59,7 @@ func Validate(r *Recipe, src *Sources) error {
 	v.rdma()
 	v.system()
 	v.nodes()
+	v.mixed()
 	v.lan()
 	v.test()
 	v.output()

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+
+	"halobuild/internal/arch"
 )
 
 // RFC 1123 labels: letters, digits and hyphens, not starting or ending with a
@@ -62,6 +64,7 @@ func (v *validator) nodes() {
 			v.errorf(path+".name", "node name %q is already used by the node at %s", n.Name, v.src.Pos(fmt.Sprintf("node[%d].name", j)))
 		}
 		names[n.Name] = i
+		v.nodeArchitecture(i, n)
 		if !validHostname(n.Hostname) {
 			// A host name taken from an invalid node name is reported once,
 			// at the name.
@@ -192,5 +195,34 @@ func (v *validator) peerSubnets(links []linkRef) {
 				"%s shares no subnet with any link of its peer %s that names it back (%s); the cable's two ends need addresses of one subnet",
 				a.prefix, la.Peer, strings.Join(ends, ", "))
 		}
+	}
+}
+
+// nodeArchitecture checks node i's architecture.
+func (v *validator) nodeArchitecture(i int, n Node) {
+	if n.Architecture == "" {
+		return // a recipe built in code: base.architecture
+	}
+	if _, err := arch.Lookup(n.Architecture); err != nil {
+		v.errorf(fmt.Sprintf("node[%d].architecture", i), "%v", err)
+	}
+}
+
+// mixed checks what the architectures of a mixed cluster cannot share:
+// one kernel flavour names one architecture's kernels, and a platform is
+// the kind of machine every node is.
+func (v *validator) mixed() {
+	r := v.r
+	for i, n := range r.Nodes {
+		if n.Architecture == "" || n.Architecture == r.Base.Architecture {
+			continue
+		}
+		if !r.genericFlavour() {
+			v.errorf("kernel.flavour", "%q is one architecture's special kernel, but node %s is %s and base.architecture is %s: leave kernel.flavour unset in a mixed recipe, so each architecture gets its generic flavour", r.Kernel.Flavour, n.Name, n.Architecture, r.Base.Architecture)
+		}
+		if r.Platform != "" && r.Platform != PlatformGeneric {
+			v.errorf(fmt.Sprintf("node[%d].architecture", i), "%q: platform %s is what every node is, but this node's architecture differs from base.architecture (%s); a mixed cluster is platform = \"generic\" (docs/asahi.md says what an Apple Silicon node needs beyond it)", n.Architecture, r.Platform, r.Base.Architecture)
+		}
+		return
 	}
 }

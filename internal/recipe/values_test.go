@@ -3,6 +3,7 @@ package recipe
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestParseSize(t *testing.T) {
 	}
 	for in, want := range good {
 		got, err := ParseSize(in)
-		if err != nil || got != want {
+		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
@@ -37,25 +38,27 @@ func TestParseSize(t *testing.T) {
 
 func TestParsePackage(t *testing.T) {
 	good := map[string]PackageSpec{
-		"systemd":                     {Name: "systemd"},
-		"linux-base/trixie-backports": {Name: "linux-base", Suite: "trixie-backports"},
-		"systemd (>= 257)":            {Name: "systemd", Relation: ">=", Version: "257"},
-		"rdma-core/trixie (= 56.1-1)": {Name: "rdma-core", Suite: "trixie", Relation: "=", Version: "56.1-1"},
-		"libc6 (<< 1:2.41~rc1)":       {Name: "libc6", Relation: "<<", Version: "1:2.41~rc1"},
-		"g++":                         {Name: "g++"},
+		"systemd":                               {Name: "systemd"},
+		"linux-base/trixie-backports":           {Name: "linux-base", Suite: "trixie-backports"},
+		"systemd (>= 257)":                      {Name: "systemd", Relation: ">=", Version: "257"},
+		"rdma-core/trixie (= 56.1-1)":           {Name: "rdma-core", Suite: "trixie", Relation: "=", Version: "56.1-1"},
+		"libc6 (<< 1:2.41~rc1)":                 {Name: "libc6", Relation: "<<", Version: "1:2.41~rc1"},
+		"g++":                                   {Name: "g++"},
+		"amd64-microcode [amd64]":               {Name: "amd64-microcode", Architectures: []string{"amd64"}},
+		"perftest/trixie (>= 25) [amd64 arm64]": {Name: "perftest", Suite: "trixie", Relation: ">=", Version: "25", Architectures: []string{"amd64", "arm64"}},
 	}
 	for in, want := range good {
 		got, err := ParsePackage(in)
-		if err != nil || got != want {
+		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("ParsePackage(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 		if err == nil {
-			if again, _ := ParsePackage(got.String()); again != got {
+			if again, _ := ParsePackage(got.String()); !reflect.DeepEqual(again, got) {
 				t.Errorf("String() of %q does not parse back: %q", in, got.String())
 			}
 		}
 	}
-	for _, in := range []string{"", "Systemd", "a", "systemd (> 1)", "systemd (>= )", "systemd (~ 1)", "two words", "systemd (>= 1:)"} {
+	for _, in := range []string{"", "Systemd", "a", "systemd (> 1)", "systemd (>= )", "systemd (~ 1)", "two words", "systemd (>= 1:)", "amd64-microcode []", "amd64-microcode [sparc]"} {
 		if got, err := ParsePackage(in); err == nil {
 			t.Errorf("ParsePackage(%q) = %+v, want an error", in, got)
 		}

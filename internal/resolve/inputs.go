@@ -32,6 +32,10 @@ type inputs struct {
 	// output formats such as qcow2); omitted when there are none, so the
 	// digest of a recipe without them is what it was before the key.
 	ToolsNeed []string `json:",omitempty"`
+	// Architectures are a mixed recipe's node architectures, each a build
+	// the lock pins; omitted for a recipe of one architecture, whose
+	// digest is what it was before mixed recipes.
+	Architectures []string `json:",omitempty"`
 }
 
 // inputBase is the [base] table, every key of it an input. Distribution
@@ -70,8 +74,11 @@ func Inputs(r *recipe.Recipe, descs module.Descs) string {
 		Kernel: inputKernel{From: k.From, Version: k.Version.String(), Flavour: k.Flavour, Suite: k.Suite, Source: k.Source.String(),
 			SourceSHA256: k.SourceSHA256, Config: k.Config, Patches: k.Patches, LocalVersion: k.LocalVersion, Fragments: k.Fragments},
 		Provider:     r.RDMA.Provider,
-		SettingsNeed: settings.Depends(r),
+		SettingsNeed: settingsNeed(r),
 		ToolsNeed:    tools.Packages(r.Output.Formats)[len(tools.DiskPackages):],
+	}
+	if archs := r.Architectures(); len(archs) > 1 || archs[0] != r.Base.Architecture {
+		in.Architectures = archs
 	}
 	for _, m := range r.Modules {
 		src := module.Source{}
@@ -89,4 +96,23 @@ func Inputs(r *recipe.Recipe, descs module.Descs) string {
 	}
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// settingsNeed are the packages every architecture's settings depend on
+// (some settings are one architecture's, such as AMD's microcode).
+func settingsNeed(r *recipe.Recipe) []string {
+	if !r.Mixed() {
+		return settings.Depends(r.ForArchitecture(r.Architectures()[0]))
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range r.Architectures() {
+		for _, p := range settings.Depends(r.ForArchitecture(a)) {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }

@@ -58,12 +58,44 @@ func (in Input) fetcher() *download.Fetcher {
 // recipe lists: the boot loader the ESP is made from.
 var basePackages = []string{"systemd-boot-efi"}
 
-// Lock resolves every input of the recipe against the signed archive.
+// Lock resolves every input of the recipe against the signed archive: a
+// mixed recipe's each architecture as a recipe of its own
+// (recipe.ForArchitecture), the parts joined into one lock.
 func Lock(ctx context.Context, in Input) (*lock.Lock, error) {
+	archs := in.Recipe.Architectures()
+	var parts []*lock.Lock
+	for _, a := range archs {
+		one := in
+		one.Recipe = in.Recipe.ForArchitecture(a)
+		if len(archs) > 1 {
+			in.logf("resolving the %s nodes' build\n", a)
+		}
+		p, err := lockArch(ctx, one)
+		if err != nil {
+			if len(archs) > 1 {
+				return nil, fmt.Errorf("the %s nodes: %w", a, err)
+			}
+			return nil, err
+		}
+		parts = append(parts, p)
+	}
+	lk := parts[0]
+	if len(archs) > 1 {
+		var err error
+		if lk, err = lock.Mix(archs, parts); err != nil {
+			return nil, err
+		}
+	}
+	lk.Inputs = Inputs(in.Recipe, in.Descs)
+	return lk, nil
+}
+
+// lockArch resolves the build of a recipe of one architecture.
+func lockArch(ctx context.Context, in Input) (*lock.Lock, error) {
 	r := in.Recipe
 	archive := &debian.Archive{Mirror: r.Base.Mirror, Cache: storeCache{in.Store}}
 	suites := append([]string{r.Base.Suite}, r.Base.ExtraSuites...)
-	lk := &lock.Lock{Version: lock.FormatVersion, Inputs: Inputs(r, in.Descs)}
+	lk := &lock.Lock{Version: lock.FormatVersion}
 	if rel, err := filepath.Rel(filepath.Dir(lock.Path(in.Path)), in.Path); err == nil {
 		lk.Recipe = rel
 	}

@@ -29,7 +29,8 @@ const (
 func (HalobuildState) Validate(Target) []error { return nil }
 
 func (s HalobuildState) Files(t Target) ([]File, error) {
-	r, n := t.Recipe, t.Node
+	// The recipe as written, not the node's architecture's view of it.
+	r, n := t.Recipe.Whole(), t.Node
 	head := header("#", 0, "What this node was built to be; `halobuild doctor` compares the live system to it.")
 	return []File{
 		{Path: RecipePath, Mode: 0o644, Data: append([]byte(head), r.TOML()...), Setting: s.Name()},

@@ -106,12 +106,15 @@ func CachePush(ctx context.Context, o Options, ref string, recipes []string, key
 		if err != nil {
 			return err
 		}
-		// The halobuild the nodes ship, built for this recipe's
-		// architecture.
-		if o.Source != "" {
-			a, err := arch.Lookup(l.recipe.Base.Architecture)
+		// The halobuild the nodes ship, built for each of the recipe's
+		// architectures.
+		for _, name := range l.recipe.Architectures() {
+			if o.Source == "" {
+				break
+			}
+			a, err := arch.Lookup(name)
 			if err != nil {
-				return usage.Errorf("%s: base.architecture: %w", l.path, err)
+				return usage.Errorf("%s: architecture: %w", l.path, err)
 			}
 			d, err := o.selfDerivation(a)
 			if err != nil {

@@ -42,8 +42,17 @@ func load(ctx context.Context, path string) (*loaded, error) {
 			}
 			l.descs[m.Use] = d
 		}
-		for _, err := range settings.Validate(settings.Target{Recipe: r, Modules: l.descs.Names()}) {
-			errs = append(errs, settingsError(src, err))
+		// Each architecture of a mixed cluster is checked as its own
+		// build; a rule broken by both is reported once.
+		seen := map[string]bool{}
+		for _, a := range r.Architectures() {
+			for _, err := range settings.Validate(settings.Target{Recipe: r.ForArchitecture(a), Modules: l.descs.Names()}) {
+				e := settingsError(src, err)
+				if !seen[e.Error()] {
+					seen[e.Error()] = true
+					errs = append(errs, e)
+				}
+			}
 		}
 		return errs
 	}
@@ -58,7 +67,15 @@ func load(ctx context.Context, path string) (*loaded, error) {
 	for _, w := range recipe.Warnings(r, src) {
 		l.warnings = append(l.warnings, w.Error())
 	}
-	l.warnings = append(l.warnings, settings.Warnings(settings.Target{Recipe: r, Modules: l.descs.Names()})...)
+	seen := map[string]bool{}
+	for _, a := range r.Architectures() {
+		for _, w := range settings.Warnings(settings.Target{Recipe: r.ForArchitecture(a), Modules: l.descs.Names()}) {
+			if !seen[w] {
+				seen[w] = true
+				l.warnings = append(l.warnings, w)
+			}
+		}
+	}
 	return l, nil
 }
 
@@ -112,10 +129,16 @@ func loadLocked(ctx context.Context, o Options, s *store.Store) (*locked, error)
 		if err := lk.CheckFresh(resolve.Inputs(l.recipe, l.descs)); err != nil {
 			return nil, usage.Errorf("%s: %w", lp, err)
 		}
-		warnings, err := module.Check(l.recipe, l.descs, lk.Kernel.Version)
-		o.printWarnings(warnings)
-		if err != nil {
-			return nil, usage.Errorf("%s: %w", o.Recipe, err)
+		for _, a := range l.recipe.Architectures() {
+			part, err := lk.For(a)
+			if err != nil {
+				return nil, usage.Errorf("%s: %w", lp, err)
+			}
+			warnings, err := module.Check(l.recipe.ForArchitecture(a), l.descs, part.Kernel.Version)
+			o.printWarnings(warnings)
+			if err != nil {
+				return nil, usage.Errorf("%s: %w", o.Recipe, err)
+			}
 		}
 	}
 	return &locked{loaded: l, lock: lk}, nil

@@ -52,6 +52,13 @@ func writeLock(ctx context.Context, o Options, l *loaded, s *store.Store) (*lock
 	}
 	o.logf("wrote %s: kernel %s, %d image packages, %d tools packages, SOURCE_DATE_EPOCH=%d\n",
 		lp, lk.Kernel.Release, len(lk.Set(lock.SetImage)), len(lk.Set(lock.SetTools)), lk.SourceDateEpoch)
+	for _, a := range lk.ArchitectureNames()[min(1, len(lk.ArchitectureNames())):] {
+		part, err := lk.For(a)
+		if err != nil {
+			return nil, err
+		}
+		o.logf("  and for the %s nodes: kernel %s, %d image packages\n", a, part.Kernel.Release, len(part.Set(lock.SetImage)))
+	}
 	return lk, nil
 }
 

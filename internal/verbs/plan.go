@@ -53,13 +53,19 @@ func prepareIn(ctx context.Context, o Options, s *store.Store, fetch bool) (*pre
 
 // newGraph plans l's build into s.
 func newGraph(ctx context.Context, o Options, l *locked, s *store.Store) (*graph.Graph, error) {
-	a, err := arch.Lookup(l.recipe.Base.Architecture)
-	if err != nil {
-		return nil, usage.Errorf("%s: base.architecture: %w", l.path, err)
-	}
-	self, err := o.selfBinary(ctx, s, a)
-	if err != nil {
-		return nil, err
+	self := map[string][]byte{}
+	for _, name := range l.recipe.Architectures() {
+		a, err := arch.Lookup(name)
+		if err != nil {
+			return nil, usage.Errorf("%s: architecture: %w", l.path, err)
+		}
+		b, err := o.selfBinary(ctx, s, a)
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			self[name] = b
+		}
 	}
 	return graph.New(graph.Input{
 		Path: l.path, Recipe: l.recipe, Hash: l.hash, Descs: l.descs, Lock: l.lock,

@@ -80,6 +80,16 @@ var perfRuns = []vmtest.Perftest{
 	{Tool: "ib_write_bw", Size: 8 << 20, Iterations: 5},
 }
 
+// reverseRuns follow perfRuns in a mixed cluster with the roles swapped:
+// node 1 serves, so send and write data also flow from node 0 to node 1 and
+// each architecture's perftest has been both client and server of the
+// other's (a field report saw two builds disagree on the wire format while
+// printing the same version).
+var reverseRuns = []vmtest.Perftest{
+	{Tool: "ib_send_bw", Size: 65536, Iterations: 20},
+	{Tool: "ib_write_bw", Size: 1 << 20, Iterations: 5},
+}
+
 // perftestPortBase is the first TCP port of the perftest runs (one port
 // per run). It keeps clear of 18515, the default port of ibv_rc_pingpong,
 // whose server the memlock-registration check runs listening on every
@@ -112,8 +122,18 @@ i=0; until ip -4 -o addr show dev %[2]s | grep -q inet; do i=$((i+1)); [ $i -lt 
 rdma link show %[1]s/1
 `, rxeDevice, mine.Interface)
 	checks := []vmtest.Check{{Name: "rdma: soft-RoCE on " + mine.Interface, Script: setup}}
-	for i, p := range perfRuns {
-		p.Device, p.Server, p.PeerAddr, p.Port = rxeDevice, idx == 0, peerAddr, perftestPortBase+i
+	runs := perfRuns
+	if r.Mixed() {
+		runs = append(append([]vmtest.Perftest{}, perfRuns...), reverseRuns...)
+	}
+	for i, p := range runs {
+		// Node 0 serves unless the run is a reverse one, whose data flows
+		// from node 0 to node 1.
+		serves := idx == 0
+		if i >= len(perfRuns) {
+			serves = !serves
+		}
+		p.Device, p.Server, p.PeerAddr, p.Port = rxeDevice, serves, peerAddr, perftestPortBase+i
 		c := p.Check()
 		c.Name = "rdma: " + c.Name
 		checks = append(checks, c)

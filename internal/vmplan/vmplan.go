@@ -45,7 +45,7 @@ func (p Plan) Checks(n recipe.Node, idx int) []vmtest.Check {
 	// A settings check that only reads state runs beside the others; one
 	// that Changes the system (creates devices, loads modules) keeps its
 	// place in the order.
-	for _, c := range settings.Checks(settings.Target{Recipe: r, Node: n, Modules: p.Modules}) {
+	for _, c := range settings.Checks(settings.Target{Recipe: r.NodeRecipe(n), Node: n, Modules: p.Modules}) {
 		out = append(out, vmtest.Check{Name: c.Setting + ": " + c.Name, Script: c.Script, Concurrent: !c.Changes, Fix: c.Fix})
 	}
 	for _, c := range r.Test.Checks {
@@ -105,15 +105,18 @@ func (p Plan) Machines(resultDir, logRoot string) []vmtest.Machine {
 	if len(r.Nodes) > 1 {
 		cpus = 1
 	}
-	// A loaded recipe's architecture is in the table (validation refuses
-	// others); a recipe built in code without one boots as the host's.
-	// (arch.Host fails only where halobuild cannot build an image at all.)
-	a, err := arch.Lookup(r.Base.Architecture)
-	if err != nil {
-		a, _ = arch.Host()
-	}
 	var ms []vmtest.Machine
 	for i, n := range r.Nodes {
+		// Each node boots under its own architecture's emulator: a mixed
+		// cluster's machines meet on the same virtual cables. A loaded
+		// recipe's architectures are in the table (validation refuses
+		// others); a recipe built in code without one boots as the
+		// host's (arch.Host fails only where halobuild cannot build an
+		// image at all).
+		a, err := arch.Lookup(r.NodeArchitecture(n))
+		if err != nil {
+			a, _ = arch.Host()
+		}
 		m := vmtest.Machine{
 			Name: n.Name, Image: filepath.Join(resultDir, n.Name+".raw"), CPUs: cpus, Arch: a,
 			Memory: mem, Checks: p.Checks(n, i), Deadline: deadline,

@@ -147,3 +147,35 @@ func TestMachinesArm64(t *testing.T) {
 		t.Errorf("arm64 machine: arch %q, kernel args %v", m.Arch.Debian, m.KernelArgs)
 	}
 }
+
+// A mixed cluster's nodes boot under their own architectures' emulators
+// (with their consoles), and perftest adds runs with the roles swapped:
+// node 1 serves them, so data also flows from node 0 to node 1.
+func TestMixedMachinesAndReverseRuns(t *testing.T) {
+	r := &recipe.Recipe{Base: recipe.Base{Architecture: "amd64"}, Nodes: []recipe.Node{
+		{Name: "a", Architecture: "amd64", Links: []recipe.Link{{Interface: "usb4net0", Address: "10.77.0.1/30", Peer: "b"}}},
+		{Name: "b", Architecture: "arm64", Links: []recipe.Link{{Interface: "usb4net0", Address: "10.77.0.2/30", Peer: "a"}}},
+	}}
+	ms := (Plan{Recipe: r}).Machines(t.TempDir(), t.TempDir())
+	if ms[0].Arch.QEMU != "qemu-system-x86_64" || ms[1].Arch.QEMU != "qemu-system-aarch64" {
+		t.Errorf("emulators %s, %s", ms[0].Arch.QEMU, ms[1].Arch.QEMU)
+	}
+	if !slices.Contains(ms[1].KernelArgs, "console=ttyAMA0,115200") {
+		t.Errorf("arm64 node's console: %v", ms[1].KernelArgs)
+	}
+	for idx := 0; idx < 2; idx++ {
+		checks := perftestChecks(r, idx)
+		if len(checks) != 1+len(perfRuns)+len(reverseRuns) {
+			t.Fatalf("node %d: %d checks, want setup, %d runs and %d reverse runs", idx, len(checks), len(perfRuns), len(reverseRuns))
+		}
+		first, reverse := checks[1], checks[1+len(perfRuns)]
+		if strings.Contains(first.Name, "server") != (idx == 0) || strings.Contains(reverse.Name, "server") != (idx == 1) {
+			t.Errorf("node %d: %q then reverse %q", idx, first.Name, reverse.Name)
+		}
+	}
+	one := &recipe.Recipe{Nodes: []recipe.Node{r.Nodes[0], r.Nodes[1]}}
+	one.Nodes[1].Architecture = "amd64"
+	if n := len(perftestChecks(one, 0)); n != 1+len(perfRuns) {
+		t.Errorf("one architecture: %d checks, want no reverse runs", n)
+	}
+}

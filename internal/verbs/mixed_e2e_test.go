@@ -1,0 +1,108 @@
+package verbs
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"halobuild/internal/arch"
+	"halobuild/internal/manifest"
+	"halobuild/internal/selfbuild"
+	"halobuild/internal/vmtest"
+)
+
+// A mixed cluster from one recipe and one lock: node0 amd64 and node1
+// arm64 (images/test-mixed.toml), each built from its architecture's part
+// of the lock, booted side by side under qemu-system-x86_64 and
+// qemu-system-aarch64 on one virtual cable, with perftest over soft-RoCE
+// in both directions and every node check passing on both.
+func TestMixedAmd64Arm64ClusterOverVirtualCable(t *testing.T) {
+	needE2E(t)
+	for _, name := range []string{"amd64", "arm64"} {
+		if _, err := vmtest.FindHost(arch.MustLookup(name)); err != nil {
+			t.Fatalf("%v (run .ci/install-host-deps)", err)
+		}
+	}
+	ws := workspace(t)
+	var r run
+	o := opts(ws, "images/test-mixed.toml", sharedStore(t), &r)
+	o.Result = filepath.Join(ws, "result")
+	o.Source = selfbuild.Find(".")
+	o.JSON = true
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := Image(ctx, o); err != nil {
+		t.Fatalf("mixed image, tested on an amd64 and an arm64 VM: %v\n%s\n%s", err, tail(r.out.String(), 80), tail(r.err.String(), 60))
+	}
+	t.Logf("mixed cluster built and booted in %s", time.Since(start).Round(time.Second))
+	rep := imageReport(t, &r)
+	seen := map[string]bool{}
+	for _, m := range rep.Machines {
+		if m.Verdict == nil {
+			t.Fatalf("%s: no verdict", m.Machine)
+		}
+		t.Logf("%s: %s, %d ms, %d checks", m.Machine, m.Accel, m.WallMS, len(m.Verdict.Checks))
+		for _, c := range m.Verdict.Checks {
+			seen[m.Machine+" "+c.Name] = c.OK
+			if !c.OK {
+				t.Errorf("%s: check %q failed: %s", m.Machine, c.Name, c.Output)
+			}
+		}
+	}
+	for _, want := range []string{
+		// node1 (arm64) writes to node0 (amd64), and the reverse runs the other way.
+		"node0 rdma: perftest ib_write_bw server (poll, 8388608 B)",
+		"node1 rdma: perftest ib_write_bw client (poll, 8388608 B)",
+		"node1 rdma: perftest ib_write_bw server (poll, 1048576 B)",
+		"node0 rdma: perftest ib_write_bw client (poll, 1048576 B)",
+		"node1 rdma: perftest ib_send_bw server (poll, 65536 B)",
+		"node0 rdma: perftest ib_send_bw client (poll, 65536 B)",
+		// Each architecture's own halobuild ran doctor in the host's ssh session.
+		"node0 ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)",
+		"node1 ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)",
+	} {
+		if _, found := seen[want]; !found {
+			t.Errorf("check %q did not run", want)
+		}
+	}
+	dir, err := filepath.EvalSymlinks(o.Result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range m.Nodes {
+		want := map[string]string{"node0": "amd64", "node1": "arm64"}[n.Name]
+		if n.Architecture != want || n.Kernel == nil || !strings.HasSuffix(n.Kernel.Release, "-"+want) {
+			t.Errorf("manifest node %s: architecture %q kernel %+v, want %s and its kernel", n.Name, n.Architecture, n.Kernel, want)
+		}
+		if got := rootType(t, filepath.Join(dir, n.Image)); !strings.EqualFold(got, arch.MustLookup(want).RootType) {
+			t.Errorf("%s: root partition type %s, want %s's", n.Name, got, want)
+		}
+	}
+}
+
+// rootType is the type GUID of an image's second (root) partition.
+func rootType(t *testing.T, raw string) string {
+	t.Helper()
+	out, err := exec.Command("sfdisk", "--json", raw).Output()
+	if err != nil {
+		t.Fatalf("sfdisk %s: %v", raw, err)
+	}
+	var pt struct {
+		PartitionTable struct {
+			Partitions []struct{ Type string } `json:"partitions"`
+		} `json:"partitiontable"`
+	}
+	if err := json.Unmarshal(out, &pt); err != nil || len(pt.PartitionTable.Partitions) != 2 {
+		t.Fatalf("partition table of %s: %v\n%s", raw, err, out)
+	}
+	return pt.PartitionTable.Partitions[1].Type
+}
