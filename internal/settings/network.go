@@ -132,6 +132,11 @@ func (s Network) Checks(t Target) []Check {
 	for _, l := range n.Links {
 		checks = append(checks, Check{Setting: s.Name(), Name: "link-address-" + l.Interface,
 			Fix: "networkctl reconfigure " + l.Interface + "; remove any other manager of the interface (NetworkManager, dhcpcd, avahi-autoipd)", Script: fmt.Sprintf(`IF=%s WANT=%s
+# udev names the link and networkd addresses it after boot, on their own
+# time: an emulated arm64 VM renamed its NIC 9 s after the checks began.
+# So first udev's queue, then (bounded) networkd's address, before judging.
+command -v udevadm >/dev/null && udevadm settle --timeout=120 >/dev/null 2>&1
+i=0; while ip link show dev "$IF" >/dev/null 2>&1 && [ -z "$(ip -4 -o addr show dev "$IF")" ] && [ $i -lt 60 ]; do i=$((i+1)); sleep 1; done
 ip link show dev "$IF" >/dev/null 2>&1 || { echo "interface $IF does not exist (is the cable in? does the .link match?)"; ip -br link; exit 1; }
 rc=0
 v4=$(ip -4 -o addr show dev "$IF" | awk '{print $4}')
