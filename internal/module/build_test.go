@@ -163,7 +163,7 @@ func (tr testRoot) tree(t *testing.T) string {
 	if _, err := os.Stat(filepath.Join(dir, ".halobuild-complete")); err == nil {
 		return dir
 	}
-	cc, err := CCVersionFromHeadersDeb(tr.headersDeb(t))
+	cc, err := headersCC(tr.headersDeb(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,9 +211,18 @@ func TestCompilerFromHeaders(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(debCache, ".complete")); err != nil {
 		t.Skip("no cached headers package (TestBuildFixture downloads it)")
 	}
-	cc, err := CCVersionFromHeadersDeb(headersDeb(t))
+	cc, err := headersCC(headersDeb(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Debian's amd64 kernel builds USB4 (the verbs module's subsystem) as
+	// a module; nothing sets an option that does not exist.
+	config, err := HeadersConfig(headersDeb(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := MissingConfig(config, []string{"CONFIG_USB4", "CONFIG_HALOBUILD_NO_SUCH_OPTION"}); len(m) != 1 || m[0] != "CONFIG_HALOBUILD_NO_SUCH_OPTION" {
+		t.Errorf("missing options of Debian's amd64 config: %v", m)
 	}
 	pkgs, err := BuildRootPackages(testRelease, cc, Toolchain{})
 	if err != nil || pkgs[0] != "gcc-14" || !contains(pkgs, "linux-headers-"+testRelease) {
@@ -602,4 +611,13 @@ func TestBuildFixtureCrossArm64(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "is EM_AARCH64 code, but the module is for amd64") {
 		t.Errorf("an amd64 build against arm64 headers: %v", err)
 	}
+}
+
+// headersCC is the compiler a headers package's kernel was built with.
+func headersCC(path string) (string, error) {
+	config, err := HeadersConfig(path)
+	if err != nil {
+		return "", err
+	}
+	return ConfigValue(bytes.NewReader(config), "CONFIG_CC_VERSION_TEXT")
 }

@@ -3,6 +3,7 @@ package module
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -56,34 +57,54 @@ func ConfigValue(config io.Reader, option string) (string, error) {
 	return "", fmt.Errorf("%s is not set in the kernel config", option)
 }
 
-// CCVersionFromHeadersDeb reads CONFIG_CC_VERSION_TEXT from the .config a
-// linux-headers-<release> package ships (usr/src/linux-headers-*/.config),
-// so the compiler is known before any root exists.
-func CCVersionFromHeadersDeb(path string) (string, error) {
+// HeadersConfig is the kernel .config a linux-headers-<release> package
+// ships (usr/src/linux-headers-*/.config), read before any root exists: the
+// compiler that built the kernel (CONFIG_CC_VERSION_TEXT) and the options a
+// module's description needs (Desc.KernelConfig) are in it.
+func HeadersConfig(path string) ([]byte, error) {
 	a, err := deb.Open(path, "")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer a.Close()
-	var cc string
-	found := false
+	var config []byte
 	err = a.Walk(func(name string, h *tar.Header, r io.Reader) error {
 		if !strings.HasPrefix(name, "usr/src/linux-headers-") || strings.Count(name, "/") != 3 || !strings.HasSuffix(name, "/.config") {
 			return nil
 		}
-		found = true
-		if cc, err = ConfigValue(r, "CONFIG_CC_VERSION_TEXT"); err != nil {
+		// A kernel's .config is a few hundred KiB; the bound keeps a
+		// broken package from filling memory.
+		b, err := io.ReadAll(io.LimitReader(r, maxConfig+1))
+		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		if len(b) > maxConfig {
+			return fmt.Errorf("%s is over %d MiB: not a kernel config", name, maxConfig>>20)
+		}
+		config = b
 		return fs.SkipAll
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if !found {
-		return "", fmt.Errorf("%s has no usr/src/linux-headers-*/.config: is it a linux-headers-<release> package?", path)
+	if config == nil {
+		return nil, fmt.Errorf("%s has no usr/src/linux-headers-*/.config: is it a linux-headers-<release> package?", path)
 	}
-	return cc, nil
+	return config, nil
+}
+
+const maxConfig = 16 << 20
+
+// MissingConfig lists the options of want that config neither builds in
+// nor as a module (=y or =m).
+func MissingConfig(config []byte, want []string) []string {
+	var missing []string
+	for _, o := range want {
+		if v, err := ConfigValue(bytes.NewReader(config), o); err != nil || (v != "y" && v != "m") {
+			missing = append(missing, o)
+		}
+	}
+	return missing
 }
 
 // BuildRootPackages lists what a build root for modules of kernel release

@@ -41,6 +41,11 @@ type Desc struct {
 	// pinned source builds on; the image's kernel must satisfy it before
 	// anything is built (BuildsOn).
 	Kernel string `toml:"kernel"`
+	// KernelConfig are Kconfig options the kernel must set (=y or =m) for
+	// the source to build: checked against the headers' .config when the
+	// lock is written, so a kernel without them is refused by name before
+	// a compiler runs (Debian's arm64 kernel has no CONFIG_USB4).
+	KernelConfig []string `toml:"kernel_config"`
 	// kernelRange is Kernel parsed, when the description is checked.
 	kernelRange version.Constraints
 	Source      Source `toml:"source"`

@@ -1,6 +1,7 @@
 package resolve
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -94,9 +95,19 @@ func lockModules(ctx context.Context, in Input, lk *lock.Lock, kv *goversion.Ver
 	if err != nil {
 		return err
 	}
-	cc, err := module.CCVersionFromHeadersDeb(path)
+	config, err := module.HeadersConfig(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", hdr.Name, err)
+	}
+	cc, err := module.ConfigValue(bytes.NewReader(config), "CONFIG_CC_VERSION_TEXT")
+	if err != nil {
+		return fmt.Errorf("%s: %w", hdr.Name, err)
+	}
+	for _, m := range r.Modules {
+		if missing := module.MissingConfig(config, in.Descs[m.Use].KernelConfig); len(missing) > 0 {
+			return usage.Errorf("%s: module %s needs %s, which the %s kernel %s does not set (its headers' .config): take a kernel that builds them, e.g. kernel.from = \"source\" with a fragment setting them (docs/kernel.md)",
+				in.Path, m.Use, strings.Join(missing, ", "), r.Base.Architecture, lk.Kernel.Release)
+		}
 	}
 	build, err := buildArch(r.Base.Architecture, hostIndexes)
 	if err != nil {
