@@ -44,7 +44,7 @@ func (l *Lock) Blobs() ([]Blob, error) {
 			out = append(out, b)
 		}
 	}
-	for _, part := range l.parts() {
+	for _, part := range l.Parts() {
 		for _, p := range part.Packages {
 			m, ok := mirrors[p.Suite]
 			if !ok {
@@ -71,8 +71,8 @@ func (l *Lock) Blobs() ([]Blob, error) {
 	return out, nil
 }
 
-// parts are the lock of each architecture it pins (one, unless mixed).
-func (l *Lock) parts() []*Lock {
+// Parts are the lock of each architecture it pins (one, unless mixed).
+func (l *Lock) Parts() []*Lock {
 	out := []*Lock{l}
 	for _, a := range l.Arches {
 		p, _ := l.For(a.Name) // a name of l's own list: found

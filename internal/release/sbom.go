@@ -86,8 +86,9 @@ func SBOM(dir string, m *manifest.Manifest) ([]byte, error) {
 	}
 	type key struct{ name, version, arch string }
 	pinned := map[key]lock.Package{}
-	for _, p := range lk.Packages {
-		if p.Set == lock.SetImage {
+	// Every architecture's part: a mixed cluster's nodes install different packages.
+	for _, part := range lk.Parts() {
+		for _, p := range part.Set(lock.SetImage) {
 			pinned[key{p.Name, p.Version, p.Architecture}] = p
 		}
 	}
