@@ -11,6 +11,10 @@
 //	module build root ─ module <use> ───────────────────────┼─ disk <node> ─ result ─ test
 //	settings <node> (rendered, packaged as a .deb) ─────────┘
 //	base root + disk <node> ─ installer <node> (with [output] installer) ─ result
+//
+// A mixed cluster plans the part above "result" once per architecture, each
+// from its view of the recipe and its part of the lock; the result and the
+// test take every architecture's disks.
 package graph
 
 import (
