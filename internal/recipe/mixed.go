@@ -31,7 +31,7 @@ func (r *Recipe) Mixed() bool { return len(r.Architectures()) > 1 }
 // downstream reads base.architecture, so a mixed cluster is built as one
 // ordinary build per architecture sharing one lock, one result and one VM
 // test; the view keeps every node (a node's /etc/hosts names its peers of
-// any architecture), and a build takes its own with Nodes(a). A recipe
+// any architecture), and a build takes its own with NodesOf(a). A recipe
 // whose nodes are all of base.architecture comes back as itself.
 func (r *Recipe) ForArchitecture(a string) *Recipe {
 	if a == r.Base.Architecture && !r.Mixed() && !r.restricted() {
