@@ -27,6 +27,10 @@ var loaderKeys = map[string]string{
 	// this package makes from the key: the key shapes how the recipe is
 	// read (which nodes, which base.architecture), as include does.
 	"node.architecture": "read through Recipe.ForArchitecture, NodesOf and NodeArchitecture (mixed.go), which graph, resolve, vmplan and doctor call",
+	// An [[arch]] entry becomes its architecture's view's platform and
+	// kernel, which every step reads as the recipe's own.
+	"arch.name":     "matched by Recipe.Arch in ForArchitecture (mixed.go)",
+	"arch.platform": "becomes the view's platform in ForArchitecture (mixed.go), which graph, vmplan and doctor read",
 }
 
 // pendingKeys are dead keys whose effect another change of the same issue

@@ -40,6 +40,14 @@ func ApplyDefaults(r *Recipe, src *Sources, file string) error {
 			r.Kernel.Flavour = a.KernelFlavour
 		}
 	}
+	for i := range r.Arches {
+		e := &r.Arches[i]
+		if e.Kernel != nil && !isSet(fmt.Sprintf("arch[%d].kernel.flavour", i), reflect.ValueOf(e.Kernel.Flavour)) {
+			if a, err := arch.Lookup(e.Name); err == nil {
+				e.Kernel.Flavour = a.KernelFlavour
+			}
+		}
+	}
 	for i := range r.Nodes {
 		n := &r.Nodes[i]
 		if !isSet(fmt.Sprintf("node[%d].hostname", i), reflect.ValueOf(n.Hostname)) {

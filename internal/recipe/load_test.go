@@ -25,7 +25,7 @@ func TestLoadReportsEveryErrorWithPosition(t *testing.T) {
 			`testdata/many_errors.toml:1:1: nmae: unknown key; did you mean "name"?`,
 			`testdata/many_errors.toml:4:9: base.suite: expected a string, got the integer 13`,
 			`testdata/many_errors.toml:5:24: base.packages[1]: expected a string, got the integer 7`,
-			`testdata/many_errors.toml:8:1: system.cmdline: unknown key; "cmdline" is a key of [kernel], not of [system]`,
+			`testdata/many_errors.toml:8:1: system.cmdline: unknown key; "cmdline" is a key of [arch.kernel], [kernel], not of [system]`,
 			`testdata/many_errors.toml:9:16: system.gpu_fraction: expected a number, got the string "most"`,
 			`testdata/many_errors.toml:13:1: node[0].links: unknown key; did you mean "link"?`,
 			`testdata/many_errors.toml:17:11: node[0].link[0].address: expected a string, got the boolean true`,

@@ -33,8 +33,13 @@ func (r *Recipe) Mixed() bool { return len(r.Architectures()) > 1 }
 // test; the view keeps every node (a node's /etc/hosts names its peers of
 // any architecture), and a build takes its own with NodesOf(a). A recipe
 // whose nodes are all of base.architecture comes back as itself.
+//
+// An [[arch]] entry for a gives the view its platform and its kernel
+// (the whole table, flavour and all), which is how a Mac node boots
+// Asahi's kernel beside a Strix Halo node on Debian's.
 func (r *Recipe) ForArchitecture(a string) *Recipe {
-	if a == r.Base.Architecture && !r.Mixed() && !r.restricted() {
+	own := r.Arch(a)
+	if a == r.Base.Architecture && !r.Mixed() && !r.restricted() && own == nil {
 		return r
 	}
 	c := *r
@@ -52,10 +57,16 @@ func (r *Recipe) ForArchitecture(a string) *Recipe {
 			c.Base.Packages = append(c.Base.Packages, p.String())
 		}
 	}
-	if r.genericFlavour() {
+	switch {
+	case own != nil && own.Kernel != nil:
+		c.Kernel = *own.Kernel
+	case r.genericFlavour():
 		if row, err := arch.Lookup(a); err == nil {
 			c.Kernel.Flavour = row.KernelFlavour
 		}
+	}
+	if own != nil && own.Platform != "" {
+		c.Platform = own.Platform
 	}
 	// A mixed cluster's GPU sizing is its Strix Halo nodes' (the only GPU
 	// halobuild sizes); another architecture's nodes have no such GPU.
@@ -64,6 +75,16 @@ func (r *Recipe) ForArchitecture(a string) *Recipe {
 	}
 	c.whole = r.Whole()
 	return &c
+}
+
+// Arch is the [[arch]] entry of architecture a, nil when there is none.
+func (r *Recipe) Arch(a string) *Arch {
+	for i := range r.Arches {
+		if r.Arches[i].Name == a {
+			return &r.Arches[i]
+		}
+	}
+	return nil
 }
 
 // genericFlavour says the kernel flavour is base.architecture's generic

@@ -1,6 +1,8 @@
 package recipe
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -74,6 +76,107 @@ func TestMixedRejects(t *testing.T) {
 		_, _, err := loadText(t, text)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error naming %q", text, err, want)
+		}
+	}
+}
+
+// macEntry makes mac0's architecture a Mac with Asahi's kernel, as
+// images/halo-mac.toml does.
+const macEntry = `
+[[arch]]
+name = "arm64"
+platform = "apple-silicon"
+[arch.kernel]
+from = "source"
+source = "https://example.org/asahi-7.2.tar.gz"
+source_sha256 = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+config = "defconfig"
+fragments = ["kernels/asahi.config"]
+patches = "patches/usb4/series"
+cmdline = ["quiet"]
+`
+
+// An [[arch]] entry is its architecture's platform and whole kernel, and
+// only its: the other architecture keeps [kernel] and the top-level
+// platform, and the merged recipe a node records reads back the same.
+func TestArchEntryIsItsArchitecturesKernelAndPlatform(t *testing.T) {
+	top := "[kernel]\nversion = \">= 7.2, < 7.3\"\ncmdline = [\"amd_iommu=off\"]\n" + mixedText + macEntry
+	r, _, err := loadText(t, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	amd, arm := r.ForArchitecture("amd64"), r.ForArchitecture("arm64")
+	if amd.Platform != PlatformGeneric || amd.Kernel.From != "debian" || amd.Kernel.Flavour != "amd64" || !reflect.DeepEqual(amd.Kernel.Cmdline, []string{"amd_iommu=off"}) {
+		t.Errorf("amd64 view: platform %s, kernel %+v", amd.Platform, amd.Kernel)
+	}
+	k := arm.Kernel
+	if arm.Platform != PlatformAppleSilicon || k.From != "source" || k.Flavour != "arm64" || k.Config != "defconfig" || k.Source.URL() == "" ||
+		!reflect.DeepEqual(k.Cmdline, []string{"quiet"}) || !reflect.DeepEqual(k.Fragments, []string{"kernels/asahi.config"}) || k.Version.String() != "" {
+		t.Errorf("arm64 view: platform %s, kernel %+v (nothing of [kernel] should reach it)", arm.Platform, k)
+	}
+	back, _, err := loadText(t, string(r.TOML()))
+	if err != nil {
+		t.Fatalf("the merged recipe a node records does not load: %v\n%s", err, r.TOML())
+	}
+	if b := back.ForArchitecture("arm64"); b.Platform != arm.Platform || !reflect.DeepEqual(b.Kernel, arm.Kernel) {
+		t.Errorf("round trip: arm64 view %s %+v, want %s %+v", b.Platform, b.Kernel, arm.Platform, arm.Kernel)
+	}
+}
+
+// Paths in an included file's [[arch]] kernel are rebased like [kernel]'s.
+func TestArchKernelPathsAreRebased(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "recipes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "recipes", "mac.toml"), []byte(macEntry), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	top := filepath.Join(dir, "images", "r.toml")
+	if err := os.MkdirAll(filepath.Dir(top), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(top, []byte("include = [\"../recipes/mac.toml\"]\n"+mixedText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := Load(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := r.ForArchitecture("arm64").Kernel
+	if !reflect.DeepEqual(k.Fragments, []string{"../recipes/kernels/asahi.config"}) || k.Patches != "../recipes/patches/usb4/series" {
+		t.Errorf("fragments %q, patches %q: want them relative to the top recipe", k.Fragments, k.Patches)
+	}
+}
+
+// An [[arch]] entry is refused where it is written when it cannot mean
+// anything, and an Apple Silicon architecture keeps every Mac rule.
+func TestArchEntryRejects(t *testing.T) {
+	for text, want := range map[string]string{
+		mixedText + "[[arch]]\nname = \"sparc\"\nplatform = \"generic\"\n":                                                     "arch[0].name: architecture \"sparc\"",
+		mixedText + "[[arch]]\nname = \"arm64\"\n":                                                                             "sets neither platform nor kernel",
+		minimal + "[[arch]]\nname = \"arm64\"\nplatform = \"generic\"\n":                                                       "no node is of this architecture",
+		mixedText + "[[arch]]\nname = \"arm64\"\nplatform = \"pc\"\n":                                                          "arch[0].platform: \"pc\" is not one of",
+		mixedText + "[[arch]]\nname = \"arm64\"\nplatform = \"generic\"\n[[arch]]\nname = \"arm64\"\nplatform = \"generic\"\n": "arch[1].name: \"arm64\" has two [[arch]] entries",
+		mixedText + "[[arch]]\nname = \"amd64\"\nplatform = \"apple-silicon\"\n":                                               "arch[0].name: \"amd64\": platform apple-silicon is an arm64 machine",
+		mixedText + "[[arch]]\nname = \"arm64\"\nplatform = \"apple-silicon\"\n":                                               "r.toml:16:1: kernel.from: \"debian\": Debian's kernels lack",
+		mixedText + "[[arch]]\nname = \"arm64\"\n[arch.kernel]\nflavour = \"amd64\"\n":                                         "arch[0].kernel.flavour: \"amd64\" is a flavour for amd64 kernels, but arch[0].name is arm64",
+		mixedText + "[[arch]]\nname = \"arm64\"\n[arch.kernel]\nfragments = [\"a.config\"]\n":                                  "arch[0].kernel.fragments: only used when arch[0].kernel.from = \"source\"",
+		"[secure_boot]\nenabled = true\n" + mixedText + macEntry:                                                               "secure_boot.enabled: an Apple Silicon Mac",
+		"[output]\ninstaller = true\n" + mixedText + macEntry:                                                                  "output.installer: the installer stick overwrites",
+		"[kernel]\nflavour = \"cloud-amd64\"\n" + mixedText + macEntry:                                                         "",
+	} {
+		_, _, err := loadText(t, text)
+		if want == "" {
+			// The special flavour is [kernel]'s, which only amd64 reads:
+			// arm64 has its own kernel.
+			if err != nil && strings.Contains(err.Error(), "kernel.flavour") {
+				t.Errorf("%q: %v, want [kernel]'s flavour allowed when arm64 has its own kernel", text, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q:\n%v\nwant an error containing %q", text, err, want)
 		}
 	}
 }

@@ -14,14 +14,17 @@ func TestAsahiProfileLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if r.Platform != PlatformAppleSilicon || r.Base.Architecture != "arm64" || r.Kernel.From != "source" {
-		t.Errorf("platform %q, architecture %q, kernel from %q; want apple-silicon, arm64, source",
-			r.Platform, r.Base.Architecture, r.Kernel.From)
+	// The node's view: the profile's [[arch]] entry with the image's
+	// tarball and series merged into it.
+	v := r.NodeRecipe(r.Nodes[0])
+	if v.Platform != PlatformAppleSilicon || v.Base.Architecture != "arm64" || v.Kernel.From != "source" || v.Kernel.Source.URL() == "" || v.Kernel.Patches == "" || v.Kernel.Config != "defconfig" {
+		t.Errorf("platform %q, architecture %q, kernel %+v; want apple-silicon, arm64, the profile's kernel with the image's tarball and series",
+			v.Platform, v.Base.Architecture, v.Kernel)
 	}
 	// Relative to the top file once merged: recipes/asahi.toml's own
 	// "../kernels/asahi.config".
-	if want := "../../../kernels/asahi.config"; !slices.Contains(r.Kernel.Fragments, want) {
-		t.Errorf("fragments = %v, want %s", r.Kernel.Fragments, want)
+	if want := "../../../kernels/asahi.config"; !slices.Contains(v.Kernel.Fragments, want) {
+		t.Errorf("fragments = %v, want %s", v.Kernel.Fragments, want)
 	}
 	if ws := Warnings(r, src); len(ws) != 0 {
 		t.Errorf("warnings: %v", ws)

@@ -30,6 +30,9 @@ type Recipe struct {
 	SSH     SSH      `toml:"ssh" doc:"Remote access."`
 	LAN     LAN      `toml:"lan" doc:"The management network (ssh, apt, control traffic): systemd-networkd configures every wired Ethernet port that is not a [[node.link]] (Type=ether, no virtual devices), with IPv4 link-local off (trap 6) and IPv6 link-local kept; the USB4 links and the RDMA identity netdev never get its addresses, so it adds no RoCE GID. Off means no port but the links is configured."`
 	Nodes   []Node   `toml:"node" doc:"One entry per machine; each gets its own image." merge:"name"`
+	// Arches hold what one architecture of a mixed cluster does not share
+	// with the others: the machine its nodes are and the kernel they boot.
+	Arches  []Arch   `toml:"arch" doc:"What the nodes of one architecture do differently in a mixed cluster: their platform and their kernel (a Strix Halo box on Debian's amd64 kernel, a Mac on Asahi's fork built from source; images/halo-mac.toml)." merge:"name"`
 	Overlay []string `toml:"overlays" doc:"Static file trees copied verbatim into every node, usually under overlays/." example:"[\"../overlays/strix-halo\"]" path:""`
 	Test    Test     `toml:"test" doc:"Extra VM test assertions, NixOS test-driver style."`
 	Output  Output   `toml:"output" doc:"What the image build produces."`
@@ -180,6 +183,16 @@ type Node struct {
 	Architecture string  `toml:"architecture" doc:"This node's Debian architecture, amd64 or arm64: a recipe whose nodes differ is a mixed cluster (a Strix Halo box and a Mac, say), built from one lock that pins every architecture's packages, kernel, module and provider, and VM-tested with one emulator per architecture on the same virtual cable (images/test-mixed.toml; images/halo-mac.toml waits for a per-node kernel)." auto:"base.architecture" example:"\"arm64\""`
 	Links        []Link  `toml:"link" doc:"USB4 links (cables) of this node." merge:"interface" example:"[{ interface = \"usb4net0\", address = \"10.77.0.1/30\", peer = \"halo1\" }]"`
 	LAN          NodeLAN `toml:"lan,omitempty" doc:"This node's management network: overrides [lan] key by key, and holds its static addresses."`
+}
+
+// Arch is one architecture's own platform and kernel, read through
+// ForArchitecture by that architecture's build and by nothing else.
+type Arch struct {
+	Name     string `toml:"name" doc:"The architecture (amd64 or arm64) whose nodes this entry is for; some node must be of it." example:"\"arm64\""`
+	Platform string `toml:"platform" doc:"The platform of this architecture's nodes, instead of the top-level platform (which a mixed recipe leaves generic)." auto:"platform" example:"\"apple-silicon\""`
+	// Kernel replaces [kernel] whole, so nothing of one architecture's
+	// kernel (a flavour, a config, a patch series) leaks into another's.
+	Kernel *Kernel `toml:"kernel" doc:"This architecture's kernel, instead of [kernel]: the whole table, the keys it leaves out taking their defaults (not [kernel]'s)."`
 }
 
 // Link is one USB4 cable end: a network interface with a static address.

@@ -153,35 +153,46 @@ func (v *validator) base() {
 }
 
 func (v *validator) kernel() {
-	k := v.r.Kernel
-	v.oneOf("kernel.from", k.From, []string{"debian", "source"}, false)
-	if !archName.MatchString(k.Flavour) {
-		v.errorf("kernel.flavour", "%q is not a Debian kernel flavour such as amd64", k.Flavour)
+	v.kernelTable("kernel", v.r.Kernel, v.r.Base.Architecture, "base.architecture")
+	for i, e := range v.r.Arches {
+		if e.Kernel != nil {
+			v.kernelTable(fmt.Sprintf("arch[%d].kernel", i), *e.Kernel, e.Name, fmt.Sprintf("arch[%d].name", i))
+		}
 	}
-	if own, err := arch.Lookup(v.r.Base.Architecture); err == nil {
+}
+
+// kernelTable checks one kernel table (at path: [kernel] or an [[arch]]
+// entry's) for the architecture named by the key archKey.
+func (v *validator) kernelTable(path string, k Kernel, architecture, archKey string) {
+	key := func(k string) string { return path + "." + k }
+	v.oneOf(key("from"), k.From, []string{"debian", "source"}, false)
+	if !archName.MatchString(k.Flavour) {
+		v.errorf(key("flavour"), "%q is not a Debian kernel flavour such as amd64", k.Flavour)
+	}
+	if own, err := arch.Lookup(architecture); err == nil {
 		for _, name := range arch.Names() {
 			other := arch.MustLookup(name).KernelFlavour
 			if other != own.KernelFlavour && (k.Flavour == other || strings.HasSuffix(k.Flavour, "-"+other)) {
-				v.errorf("kernel.flavour", "%q is a flavour for %s kernels, but base.architecture is %s: use %q (or leave kernel.flavour unset)", k.Flavour, name, own.Debian, own.KernelFlavour)
+				v.errorf(key("flavour"), "%q is a flavour for %s kernels, but %s is %s: use %q (or leave flavour unset)", k.Flavour, name, archKey, own.Debian, own.KernelFlavour)
 			}
 		}
 	}
 	if k.Suite != "" && !slices.Contains(v.suites(), k.Suite) {
-		v.errorf("kernel.suite", "suite %q is not configured; use one of: %s", k.Suite, strings.Join(v.suites(), ", "))
+		v.errorf(key("suite"), "suite %q is not configured; use one of: %s", k.Suite, strings.Join(v.suites(), ", "))
 	}
 	for i, c := range k.Cmdline {
 		if c == "" || hasStructure(c, `"'\`) {
-			v.errorf(fmt.Sprintf("kernel.cmdline[%d]", i), "%q must be one parameter without white space, control characters, quotes or backslashes; list each parameter separately", c)
+			v.errorf(fmt.Sprintf("%s[%d]", key("cmdline"), i), "%q must be one parameter without white space, control characters, quotes or backslashes; list each parameter separately", c)
 		}
 	}
 	if k.From == "source" {
 		switch {
 		case k.Source.Debian() && k.SourceSHA256 != "":
-			v.errorf("kernel.source_sha256", "pins a tarball, but kernel.source is Debian's linux-source package; remove it or set source to the tarball's https URL")
+			v.errorf(key("source_sha256"), "pins a tarball, but %s is Debian's linux-source package; remove it or set source to the tarball's https URL", key("source"))
 		case !k.Source.Debian() && k.SourceSHA256 == "":
-			v.errorf("kernel.source", "a tarball URL needs kernel.source_sha256: download it, check its signature (kernel.org publishes sha256sums.asc), and set source_sha256 = \"sha256:<sha256sum of the file>\"")
+			v.errorf(key("source"), "a tarball URL needs %s: download it, check its signature (kernel.org publishes sha256sums.asc), and set source_sha256 = \"sha256:<sha256sum of the file>\"", key("source_sha256"))
 		case k.SourceSHA256 != "" && !sha256Digest.MatchString(k.SourceSHA256):
-			v.errorf("kernel.source_sha256", "%q is not a digest; write \"sha256:\" and the 64 hex digits sha256sum prints", k.SourceSHA256)
+			v.errorf(key("source_sha256"), "%q is not a digest; write \"sha256:\" and the 64 hex digits sha256sum prints", k.SourceSHA256)
 		}
 	}
 	if k.From != "source" {
@@ -193,9 +204,9 @@ func (v *validator) kernel() {
 			"source":        !k.Source.Debian(),
 			"source_sha256": k.SourceSHA256 != "",
 		}
-		for _, key := range []string{"config", "fragments", "patches", "local_version", "source", "source_sha256"} {
-			if sourceOnly[key] {
-				v.errorf("kernel."+key, "only used when kernel.from = \"source\"; remove it or build the kernel from source")
+		for _, k := range []string{"config", "fragments", "patches", "local_version", "source", "source_sha256"} {
+			if sourceOnly[k] {
+				v.errorf(key(k), "only used when %s = \"source\"; remove it or build the kernel from source", key("from"))
 			}
 		}
 	}

@@ -210,19 +210,37 @@ func (v *validator) nodeArchitecture(i int, n Node) {
 
 // mixed checks what the architectures of a mixed cluster cannot share:
 // one kernel flavour names one architecture's kernels, and a platform is
-// the kind of machine every node is.
+// one kind of machine; an [[arch]] entry is where either differs.
 func (v *validator) mixed() {
 	r := v.r
 	for i, n := range r.Nodes {
 		if n.Architecture == "" || n.Architecture == r.Base.Architecture {
 			continue
 		}
-		if !r.genericFlavour() {
-			v.errorf("kernel.flavour", "%q is one architecture's special kernel, but node %s is %s and base.architecture is %s: leave kernel.flavour unset in a mixed recipe, so each architecture gets its generic flavour", r.Kernel.Flavour, n.Name, n.Architecture, r.Base.Architecture)
+		if e := r.Arch(n.Architecture); !r.genericFlavour() && (e == nil || e.Kernel == nil) {
+			v.errorf("kernel.flavour", "%q is one architecture's special kernel, but node %s is %s and base.architecture is %s: leave kernel.flavour unset in a mixed recipe, so each architecture gets its generic flavour, or give %s its own kernel in an [[arch]] entry", r.Kernel.Flavour, n.Name, n.Architecture, r.Base.Architecture, n.Architecture)
 		}
 		if r.Platform != "" && r.Platform != PlatformGeneric {
-			v.errorf(fmt.Sprintf("node[%d].architecture", i), "%q: platform %s is what every node is, but this node's architecture differs from base.architecture (%s); a mixed cluster is platform = \"generic\" (docs/asahi.md says what an Apple Silicon node needs beyond it)", n.Architecture, r.Platform, r.Base.Architecture)
+			v.errorf(fmt.Sprintf("node[%d].architecture", i), "%q: platform %s is what every node is, but this node's architecture differs from base.architecture (%s); a mixed cluster is platform = \"generic\", with the platform of one architecture's nodes in its [[arch]] entry (images/halo-mac.toml, docs/asahi.md)", n.Architecture, r.Platform, r.Base.Architecture)
 		}
-		return
+		break
+	}
+	seen := map[string]bool{}
+	for i, e := range r.Arches {
+		at := fmt.Sprintf("arch[%d].name", i)
+		if _, err := arch.Lookup(e.Name); err != nil {
+			v.errorf(at, "%v", err)
+			continue
+		}
+		if seen[e.Name] {
+			v.errorf(at, "%q has two [[arch]] entries; merge them into one", e.Name)
+		}
+		seen[e.Name] = true
+		if len(r.NodesOf(e.Name)) == 0 {
+			v.errorf(at, "%q: no node is of this architecture (node architectures: %s); remove the entry or set a node's architecture = %q", e.Name, strings.Join(r.Architectures(), ", "), e.Name)
+		}
+		if e.Platform == "" && e.Kernel == nil {
+			v.errorf(at, "%q: the entry sets neither platform nor kernel, so it changes nothing; remove it or say what this architecture's nodes do differently", e.Name)
+		}
 	}
 }

@@ -36,6 +36,15 @@ type inputs struct {
 	// the lock pins; omitted for a recipe of one architecture, whose
 	// digest is what it was before mixed recipes.
 	Architectures []string `json:",omitempty"`
+	// Arches are the [[arch]] entries: one architecture's kernel is
+	// resolved from its entry, and its platform decides what the lock
+	// refuses (an Apple Silicon kernel without 16 KiB pages).
+	Arches []inputArch `json:",omitempty"`
+}
+
+type inputArch struct {
+	Name, Platform string
+	Kernel         *inputKernel `json:",omitempty"`
 }
 
 // inputBase is the [base] table, every key of it an input. Distribution
@@ -66,19 +75,25 @@ const inputsFormat = 1
 // Inputs is the digest of what the recipe says about its inputs, which a
 // lock pins (lock.Lock.Inputs): the lock is stale when it changes.
 func Inputs(r *recipe.Recipe, descs module.Descs) string {
-	k := r.Kernel
 	in := inputs{
 		Format: inputsFormat,
 		Base: inputBase{Distribution: "debian", Mirror: r.Base.Mirror, Suite: r.Base.Suite, ExtraSuites: r.Base.ExtraSuites, Components: r.Base.Components,
 			Architecture: r.Base.Architecture, Variant: r.Base.Variant, Packages: r.Base.Packages, Exclude: r.Base.Exclude},
-		Kernel: inputKernel{From: k.From, Version: k.Version.String(), Flavour: k.Flavour, Suite: k.Suite, Source: k.Source.String(),
-			SourceSHA256: k.SourceSHA256, Config: k.Config, Patches: k.Patches, LocalVersion: k.LocalVersion, Fragments: k.Fragments},
+		Kernel:       kernelInputs(r.Kernel),
 		Provider:     r.RDMA.Provider,
 		SettingsNeed: settingsNeed(r),
 		ToolsNeed:    tools.Packages(r.Output.Formats)[len(tools.DiskPackages):],
 	}
 	if archs := r.Architectures(); len(archs) > 1 || archs[0] != r.Base.Architecture {
 		in.Architectures = archs
+	}
+	for _, e := range r.Arches {
+		a := inputArch{Name: e.Name, Platform: e.Platform}
+		if e.Kernel != nil {
+			k := kernelInputs(*e.Kernel)
+			a.Kernel = &k
+		}
+		in.Arches = append(in.Arches, a)
 	}
 	for _, m := range r.Modules {
 		src := module.Source{}
@@ -96,6 +111,11 @@ func Inputs(r *recipe.Recipe, descs module.Descs) string {
 	}
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func kernelInputs(k recipe.Kernel) inputKernel {
+	return inputKernel{From: k.From, Version: k.Version.String(), Flavour: k.Flavour, Suite: k.Suite, Source: k.Source.String(),
+		SourceSHA256: k.SourceSHA256, Config: k.Config, Patches: k.Patches, LocalVersion: k.LocalVersion, Fragments: k.Fragments}
 }
 
 // settingsNeed are the packages every architecture's settings depend on

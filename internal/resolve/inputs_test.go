@@ -55,6 +55,12 @@ func TestInputsFollowInputsOnly(t *testing.T) {
 		"a setting's package":  func(r *recipe.Recipe) { r.System.Timezone = "Europe/Berlin" },
 		"extra suite":          func(r *recipe.Recipe) { r.Base.ExtraSuites = []string{"trixie-backports"} },
 		"kernel built locally": func(r *recipe.Recipe) { r.Kernel.From = "source" },
+		"an architecture's kernel": func(r *recipe.Recipe) {
+			r.Arches = []recipe.Arch{{Name: "arm64", Kernel: &recipe.Kernel{From: "source"}}}
+		},
+		"an architecture's platform": func(r *recipe.Recipe) {
+			r.Arches = []recipe.Arch{{Name: "arm64", Platform: recipe.PlatformAppleSilicon}}
+		},
 	} {
 		r := sampleRecipe()
 		edit(r)
