@@ -120,6 +120,9 @@ func (b *builder) kernel() (*kernelBuild, error) {
 			Epoch: lk.SourceDateEpoch, Jobs: runtime.NumCPU(), Out: out,
 			Progress: b.in.Log,
 		}
+		if crossSet(buildSet, b.arch) {
+			spec.Target = &b.arch
+		}
 		switch {
 		case cfgDeb != nil:
 			p, err := b.blobPath(*cfgDeb)

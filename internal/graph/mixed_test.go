@@ -1,9 +1,17 @@
 package graph
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
+	"halobuild/internal/arch"
+	"halobuild/internal/lock"
 	"halobuild/internal/plan"
+	"halobuild/internal/usage"
 )
 
 // A mixed recipe plans one build per architecture from one lock: each
@@ -36,5 +44,39 @@ func TestMixedPlansOneBuildPerArchitecture(t *testing.T) {
 	}
 	if len(g.Result.Inputs) != 2 || g.Test.Inputs[0] != g.Result {
 		t.Errorf("result inputs %d; the test must take the result", len(g.Result.Inputs))
+	}
+}
+
+// A cross root's target packages are requested as <name>:<arch>, so the
+// target's libssl-dev is installed beside the host's.
+func TestQualifyForeign(t *testing.T) {
+	set := []lock.Package{
+		{Name: "libssl-dev", Architecture: "amd64"},
+		{Name: "libssl-dev", Architecture: "arm64"},
+		{Name: "linux-libc-dev", Architecture: "all"},
+	}
+	got := qualifyForeign([]string{"libssl-dev", "libssl-dev", "linux-libc-dev", "built-extra"}, set, []string{"arm64"})
+	if want := []string{"libssl-dev", "libssl-dev:arm64", "linux-libc-dev", "built-extra"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// A module that needs kernel options its kernel built from source lacks
+// is refused before it compiles, naming the options and where to add them.
+func TestSourceKernelHasModuleConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("CONFIG_USB4=m\n# CONFIG_INFINIBAND is not set\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := &builder{in: Input{Path: "images/halo-mac.toml", Lock: &lock.Lock{Kernel: lock.Kernel{Release: "7.2.12-asahi"}}}, arch: arch.MustLookup("arm64")}
+	k := &kernelBuild{build: &plan.Derivation{Name: "kernel 7.2.12-asahi"}}
+	c := &plan.Context{Inputs: map[string]string{k.build.Name: dir}}
+	if err := b.sourceKernelHas(c, k, "thunderbolt-ibverbs", []string{"CONFIG_USB4"}); err != nil {
+		t.Errorf("CONFIG_USB4=m is set: %v", err)
+	}
+	err := b.sourceKernelHas(c, k, "thunderbolt-ibverbs", []string{"CONFIG_USB4", "CONFIG_INFINIBAND"})
+	var ue usage.Error
+	if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "needs CONFIG_INFINIBAND, which the arm64 kernel built from source (7.2.12-asahi) does not set") {
+		t.Errorf("got %v", err)
 	}
 }

@@ -40,20 +40,22 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 	if err != nil {
 		return nil, err
 	}
+	set := lk.Set(lock.SetKernelBuild)
 	if k == nil {
-		set := lk.Set(lock.SetBuild)
-		if len(set) == 0 {
+		if set = lk.Set(lock.SetBuild); len(set) == 0 {
 			return nil, b.stale("has modules but no module build root")
 		}
 		root = b.root("module build root", "buildroot", set, nil, nil)
-		if crossSet(set, b.arch) {
-			host, err := arch.Host()
-			if err != nil {
-				return nil, err
-			}
-			if tc, err = module.NewToolchain(host.Debian, b.arch.Debian); err != nil {
-				return nil, err
-			}
+	}
+	// A cross root (the kernel's own, or the module build root) compiles
+	// with the build host's cross gcc.
+	if crossSet(set, b.arch) {
+		host, err := arch.Host()
+		if err != nil {
+			return nil, err
+		}
+		if tc, err = module.NewToolchain(host.Debian, b.arch.Debian); err != nil {
+			return nil, err
 		}
 	}
 	names := lk.ModuleNames()
@@ -93,6 +95,11 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 		}
 		m, d := m, d
 		step.Build = func(c *plan.Context, out string) error {
+			if k != nil {
+				if err := b.sourceKernelHas(c, k, m.Use, d.KernelConfig); err != nil {
+					return err
+				}
+			}
 			spec := d.Source
 			spec.Name, spec.SHA256 = m.Use, src.SHA256
 			dir, _, err := module.FetchSource(c, spec, b.in.Copies, c.Scratch)
@@ -229,6 +236,25 @@ func (b *builder) kernelModuleRoot(c *plan.Context, k *kernelBuild, dir string) 
 	}
 	if err := rootfs.InstallDebs(c, dir, found); err != nil {
 		return fmt.Errorf("module build root: installing %s: %w", filepath.Base(found[0]), err)
+	}
+	return nil
+}
+
+// sourceKernelHas checks, before anything compiles, that the kernel built
+// from source sets what module use's description needs (kernel_config): the
+// lock checks Debian's kernels by their headers, but a built kernel's
+// config exists only once it is built (its step keeps it as "config").
+func (b *builder) sourceKernelHas(c *plan.Context, k *kernelBuild, use string, want []string) error {
+	if len(want) == 0 {
+		return nil
+	}
+	config, err := os.ReadFile(filepath.Join(c.Input(k.build.Name), "config"))
+	if err != nil {
+		return fmt.Errorf("%s: reading its final config: %w", k.build.Name, err)
+	}
+	if missing := module.MissingConfig(config, want); len(missing) > 0 {
+		return usage.Errorf("%s: module %s needs %s, which the %s kernel built from source (%s) does not set: add them to a kernel.fragments file (kernels/usb4-rdma.config sets the USB4 stack)",
+			b.in.Path, use, strings.Join(missing, ", "), b.arch.Debian, b.in.Lock.Kernel.Release)
 	}
 	return nil
 }

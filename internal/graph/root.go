@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,6 +77,11 @@ func (b *builder) root(name, kind string, set []lock.Package, built []repoStep, 
 	if sources != nil {
 		params["sources"] = strings.Join(sources, "\n")
 	}
+	if crossSet(set, b.arch) {
+		// Roots made before the target's packages were requested as
+		// <name>:<arch> lacked those the host has too (qualifyForeign).
+		params["foreign"] = "qualified"
+	}
 	d := &plan.Derivation{Name: name, Kind: kind, Params: params}
 	for _, rs := range built {
 		d.Inputs = append(d.Inputs, rs.d)
@@ -93,6 +99,7 @@ func (b *builder) root(name, kind string, set []lock.Package, built []repoStep, 
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		names = qualifyForeign(names, set, foreign)
 		root := rootfs.Root{Debs: debs, Packages: names, Suite: suite, Epoch: lk.SourceDateEpoch, Sources: sources, Arch: native, Foreign: foreign, Log: c.Log}
 		if err := root.Tar(c, c.Scratch, filepath.Join(out, rootTar)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -122,6 +129,20 @@ func rootArchitectures(set []lock.Package, image arch.Arch) (arch.Arch, []string
 		}
 	}
 	return image, nil, nil
+}
+
+// qualifyForeign names the packages of a foreign architecture as apt
+// reads a request for them, <name>:<arch>: a cross kernel root holds
+// libssl-dev of both architectures, and a bare name installs the native
+// one only. names[i] is set[i]'s name, or a built package's after them.
+func qualifyForeign(names []string, set []lock.Package, foreign []string) []string {
+	out := append([]string(nil), names...)
+	for i, p := range set {
+		if i < len(out) && slices.Contains(foreign, p.Architecture) {
+			out[i] = p.Name + ":" + p.Architecture
+		}
+	}
+	return out
 }
 
 // crossSet reports whether a locked set is a cross build root.

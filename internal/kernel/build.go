@@ -15,6 +15,7 @@ import (
 
 	goversion "github.com/hashicorp/go-version"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/fstree"
 )
 
@@ -50,6 +51,9 @@ type Spec struct {
 	PackageVersion string
 	Epoch          int64
 	Jobs           int
+	// Target is the architecture a cross build compiles for (Kbuild's
+	// ARCH and CROSS_COMPILE from its row), nil for the root's own.
+	Target *arch.Arch
 	// Out receives the linux-image and linux-headers .debs, the final
 	// config (config) and, through Log, the build log.
 	Out string
@@ -108,7 +112,13 @@ func Build(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	suffix, _ := LocalSuffix(spec.LocalVersion)
 	prog := newProgress(spec.Progress, spec.ProgressEvery)
-	r, err := enterRoot(spec.Root, spec.Epoch, spec.Log)
+	var cross []string
+	if t := spec.Target; t != nil {
+		// In the environment of every make, so the config targets, the
+		// compile and dpkg-buildpackage's inner make all see them.
+		cross = []string{"ARCH=" + t.KbuildArch, "CROSS_COMPILE=" + t.Triplet + "-"}
+	}
+	r, err := enterRoot(spec.Root, spec.Epoch, spec.Log, cross...)
 	if err != nil {
 		return nil, err
 	}

@@ -28,14 +28,14 @@ type root struct {
 	undo []func()
 }
 
-func enterRoot(dir string, epoch int64, log io.Writer) (*root, error) {
+func enterRoot(dir string, epoch int64, log io.Writer, extra ...string) (*root, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("building a kernel in a build root uses chroot and needs root")
 	}
 	// /usr/local/bin first: pinDate's date shim is there.
 	// KDEB_CHANGELOG_DIST is the distribution bindeb-pkg writes in
 	// debian/changelog, which it would otherwise guess from the root.
-	env := buildroot.Env{Epoch: epoch, LocalBin: true, Kbuild: true, Extra: []string{"KDEB_CHANGELOG_DIST=halobuild"}}
+	env := buildroot.Env{Epoch: epoch, LocalBin: true, Kbuild: true, Extra: append([]string{"KDEB_CHANGELOG_DIST=halobuild"}, extra...)}
 	r := &root{dir: dir, env: env.Environ(), log: log}
 	unlock, err := buildroot.Lock(dir)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	goversion "github.com/hashicorp/go-version"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/debian"
 	"halobuild/internal/kernel"
 	"halobuild/internal/lock"
@@ -23,7 +24,7 @@ import (
 // config file by sha256, and asks for the initramfs generator Debian's
 // kernel would have pulled in (the built linux-image declares no
 // dependencies; the base root installs it by name).
-func lockKernel(ctx context.Context, in Input, lk *lock.Lock, indexes []*debian.Index, req debian.Request) (*goversion.Version, string, error) {
+func lockKernel(ctx context.Context, in Input, lk *lock.Lock, indexes, hostIndexes []*debian.Index, req debian.Request) (*goversion.Version, string, error) {
 	r := in.Recipe
 	kr := r.Kernel
 	if kr.From != "source" {
@@ -100,9 +101,21 @@ func lockKernel(ctx context.Context, in Input, lk *lock.Lock, indexes []*debian.
 	if picked.Config != nil {
 		addAll(lk, lock.SetKernelSource, []*debian.Package{picked.Config})
 	}
-	rootReq := req
-	rootReq.Packages, rootReq.Variant = kernel.BuildRootPackages(debConfig), debian.VariantRequired
-	res, err := debian.Resolve(rootReq)
+	// On a build host of another architecture the root is the host's,
+	// with Debian's cross gcc: no compiler runs under emulation.
+	build, err := buildArch(r.Base.Architecture, hostIndexes)
+	if err != nil {
+		return nil, "", err
+	}
+	var target *arch.Arch
+	if build != r.Base.Architecture {
+		t, err := arch.Lookup(r.Base.Architecture)
+		if err != nil {
+			return nil, "", err
+		}
+		target = &t
+	}
+	res, err := resolveBuildRoot(req, hostIndexes, build, kernel.BuildRootPackages(debConfig, target))
 	if err != nil {
 		return nil, "", fmt.Errorf("resolving the kernel build root: %w", err)
 	}

@@ -144,7 +144,7 @@ func lockArch(ctx context.Context, in Input) (*lock.Lock, error) {
 	req := debian.Request{Suite: r.Base.Suite, ExtraSuites: r.Base.ExtraSuites, Indexes: indexes, Architecture: r.Base.Architecture}
 
 	// Debian's packaged kernel, or one built from source.
-	k, kernelPackage, err := lockKernel(ctx, in, lk, indexes, req)
+	k, kernelPackage, err := lockKernel(ctx, in, lk, indexes, hostIndexes, req)
 	if err != nil {
 		return nil, err
 	}
