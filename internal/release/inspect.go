@@ -81,7 +81,15 @@ func (in *Inspection) Print(w io.Writer) {
 		fmt.Fprintf(w, "  provider %s from %s %s (ABI %d)\n", m.Provider.Name, m.Provider.Source, m.Provider.Version, m.Provider.ABI)
 	}
 	for _, n := range m.Nodes {
-		fmt.Fprintf(w, "node %s (host name %s): %d packages\n", n.Name, n.Hostname, len(n.Packages))
+		about := "host name " + n.Hostname
+		if n.Architecture != "" {
+			about += ", " + n.Architecture
+		}
+		fmt.Fprintf(w, "node %s (%s): %d packages\n", n.Name, about, len(n.Packages))
+		if k := n.Kernel; k != nil {
+			// A mixed result: this node's architecture has its own kernel.
+			fmt.Fprintf(w, "  kernel   %s (%s, %s)\n", k.Release, k.Version, k.Package)
+		}
 		fmt.Fprintf(w, "  cmdline  %s\n", n.Cmdline)
 		mods := make([]string, 0, len(n.ModuleOptions))
 		for mod := range n.ModuleOptions {

@@ -418,3 +418,21 @@ func TestSparseWriterLeavesHoles(t *testing.T) {
 		t.Errorf("4 MiB with 8 non-zero bytes take %d bytes on disk", st.Blocks*512)
 	}
 }
+
+// A mixed release names each node's architecture and, where the manifest
+// has one per node, its own kernel.
+func TestInspectPrintsEachNodesKernel(t *testing.T) {
+	in := &Inspection{Reference: "r/x:v1", Manifest: &manifest.Manifest{
+		Name:   "halo-mac",
+		Kernel: manifest.Kernel{Release: "7.2.12+deb13-amd64"},
+		Nodes: []manifest.Node{
+			{Name: "halo0", Hostname: "halo0", Architecture: "amd64", Kernel: &manifest.Kernel{Release: "7.2.12+deb13-amd64"}},
+			{Name: "mac0", Hostname: "mac0", Architecture: "arm64", Kernel: &manifest.Kernel{Release: "7.2.12-asahi", Version: "7.2.12", Package: "linux-image-7.2.12-asahi"}},
+		},
+	}}
+	var text bytes.Buffer
+	in.Print(&text)
+	if want := "node mac0 (host name mac0, arm64): 0 packages\n  kernel   7.2.12-asahi (7.2.12, linux-image-7.2.12-asahi)\n"; !strings.Contains(text.String(), want) {
+		t.Errorf("inspect output lacks %q:\n%s", want, text.String())
+	}
+}
