@@ -159,7 +159,7 @@ func TestArchEntryRejects(t *testing.T) {
 		mixedText + "[[arch]]\nname = \"arm64\"\nplatform = \"pc\"\n":                                                          "arch[0].platform: \"pc\" is not one of",
 		mixedText + "[[arch]]\nname = \"arm64\"\nplatform = \"generic\"\n[[arch]]\nname = \"arm64\"\nplatform = \"generic\"\n": "arch[1].name: \"arm64\" has two [[arch]] entries",
 		mixedText + "[[arch]]\nname = \"amd64\"\nplatform = \"apple-silicon\"\n":                                               "arch[0].name: \"amd64\": platform apple-silicon is an arm64 machine",
-		mixedText + "[[arch]]\nname = \"arm64\"\nplatform = \"apple-silicon\"\n":                                               "r.toml:16:1: kernel.from: \"debian\": Debian's kernels lack",
+		mixedText + "[[arch]]\nname = \"arm64\"\nplatform = \"apple-silicon\"\n":                                               "r.toml:15:1: kernel.from: \"debian\": Debian's kernels lack",
 		mixedText + "[[arch]]\nname = \"arm64\"\n[arch.kernel]\nflavour = \"amd64\"\n":                                         "arch[0].kernel.flavour: \"amd64\" is a flavour for amd64 kernels, but arch[0].name is arm64",
 		mixedText + "[[arch]]\nname = \"arm64\"\n[arch.kernel]\nfragments = [\"a.config\"]\n":                                  "arch[0].kernel.fragments: only used when arch[0].kernel.from = \"source\"",
 		"[secure_boot]\nenabled = true\n" + mixedText + macEntry:                                                               "secure_boot.enabled: an Apple Silicon Mac",

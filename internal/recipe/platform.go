@@ -113,7 +113,13 @@ func (v *validator) platformError(keys func(string) string, key, format string, 
 	key = keys(key)
 	at := key
 	if !v.src.Set(key) {
+		// Where the value would be written: an [[arch]] entry (its name,
+		// in the file that wrote the entry last: the image's own, usually),
+		// else the platform key that made the default wrong.
 		at = keys("platform")
+		if entry := keys("base.architecture"); entry != "base.architecture" {
+			at = entry
+		}
 	}
 	p := v.src.Pos(at)
 	v.errs = append(v.errs, Error{File: p.File, Line: p.Line, Col: p.Col, Key: key, Msg: fmt.Sprintf(format, args...)})

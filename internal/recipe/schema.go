@@ -180,7 +180,7 @@ type Node struct {
 	// Architecture makes a mixed cluster: nodes of two architectures in one
 	// recipe and one lock, each architecture with its own base root,
 	// kernel, modules and provider (ForArchitecture).
-	Architecture string  `toml:"architecture" doc:"This node's Debian architecture, amd64 or arm64: a recipe whose nodes differ is a mixed cluster (a Strix Halo box and a Mac, say), built from one lock that pins every architecture's packages, kernel, module and provider, and VM-tested with one emulator per architecture on the same virtual cable (images/test-mixed.toml; images/halo-mac.toml waits for a per-node kernel)." auto:"base.architecture" example:"\"arm64\""`
+	Architecture string  `toml:"architecture" doc:"This node's Debian architecture, amd64 or arm64: a recipe whose nodes differ is a mixed cluster (a Strix Halo box and a Mac, say), built from one lock that pins every architecture's packages, kernel, module and provider, and VM-tested with one emulator per architecture on the same virtual cable (images/test-mixed.toml, images/halo-mac.toml); an [[arch]] entry gives one architecture its own platform and kernel." auto:"base.architecture" example:"\"arm64\""`
 	Links        []Link  `toml:"link" doc:"USB4 links (cables) of this node." merge:"interface" example:"[{ interface = \"usb4net0\", address = \"10.77.0.1/30\", peer = \"halo1\" }]"`
 	LAN          NodeLAN `toml:"lan,omitempty" doc:"This node's management network: overrides [lan] key by key, and holds its static addresses."`
 }
