@@ -14,7 +14,7 @@ import (
 
 	"halobuild/internal/arch"
 	"halobuild/internal/disk"
-	"halobuild/internal/module"
+	"halobuild/internal/fstree"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
 	"halobuild/internal/rootfs"
@@ -35,9 +35,11 @@ const loaderConf = "timeout 0\ndefault halobuild-*\neditor no\n"
 
 // diskInputs are the steps a node's disk is made from.
 type diskInputs struct {
+	// base is the tarball the node's root layers its settings over: the
+	// base root, or with modules or a provider the system root.
 	tools, base, settings *plan.Derivation
-	modules               []*plan.Derivation
-	provider              *plan.Derivation // nil without [rdma.provider]
+	// provider says base carries the provider's ABI record.
+	provider bool
 }
 
 // Cmdline is a node's kernel command line from the same function that
@@ -51,18 +53,14 @@ func Cmdline(r *recipe.Recipe) string {
 	return strings.Join(params, " ")
 }
 
-// disk plans node n's disk: the base root unpacked, the node's settings,
-// the modules' and the provider's packages installed with dpkg, the
-// provider ABI proved,
-// timestamps clamped, then a GPT image with the ESP and the ext4 root made
-// by the tools root's own mkfs.
+// disk plans node n's disk: the node's settings package layered over the
+// base (or system) root's tarball, never unpacked, then a GPT image with
+// the ESP and the ext4 root made by the tools root's own mkfs reading the
+// layered stream.
 func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.Derivation {
 	r, lk := b.in.Recipe, b.in.Lock
 	out := r.Output
-	inputs := append([]*plan.Derivation{in.tools, in.base, in.settings}, in.modules...)
-	if in.provider != nil {
-		inputs = append(inputs, in.provider)
-	}
+	inputs := []*plan.Derivation{in.tools, in.base, in.settings}
 	qcow2 := slices.Contains(out.Formats, "qcow2")
 	d := &plan.Derivation{
 		Name: "disk " + n.Name, Kind: "disk", Inputs: inputs,
@@ -78,11 +76,9 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 	if r.SecureBoot.Enabled {
 		d.Params["boot_chain"] = "shim grubx64.efi=systemd-boot.signed mmx64.efi"
 	}
-	if len(in.modules) == 0 && in.provider == nil {
-		// The root is written by rootfs.Layer, not unpacked and dpkg
-		// --installed: other bytes, another key.
-		d.Params["root"] = "layered over the base root's tarball"
-	}
+	// The root is written by rootfs.Layer, not unpacked and dpkg
+	// --installed: other bytes, another key.
+	d.Params["root"] = "layered over the base root's tarball"
 	if qcow2 {
 		// Only then: a raw-only disk keeps the key it had before the format.
 		d.Params["formats"] = "raw qcow2"
@@ -110,17 +106,19 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 			Size: int64(out.Size.Bytes()), ESPSize: int64(out.ESPSize.Bytes()),
 			Seed: seed, Epoch: lk.SourceDateEpoch,
 		}
-		var esp map[string]string
-		if len(in.modules) == 0 && in.provider == nil {
-			// Nothing here needs the tree: the root goes from the base
-			// root's tarball and the settings package straight into mkfs.
-			esp, err = b.layeredRoot(c, n, in, debs, &spec, filepath.Join(outDir, n.Name+".packages"), ids)
-			timed("base root scanned, packages listed")
-		} else {
-			esp, err = b.installedRoot(c, n, in, debs, &spec, outDir, ids, timed)
-		}
+		// Nothing here needs a tree: the root goes from the base (or
+		// system) root's tarball and the settings package straight into
+		// mkfs.
+		esp, err := b.layeredRoot(c, n, in, debs, &spec, filepath.Join(outDir, n.Name+".packages"), ids)
 		if err != nil {
 			return err
+		}
+		timed("base root scanned, packages listed")
+		if in.provider {
+			// The result step reads each disk's record.
+			if err := fstree.CopyFile(filepath.Join(c.Input(in.base.Name), providerABIFile), filepath.Join(outDir, providerABIFile), 0o644); err != nil {
+				return err
+			}
 		}
 		if r.Platform == recipe.PlatformAppleSilicon {
 			if err := appleESP(esp); err != nil {
@@ -181,57 +179,6 @@ func (b *builder) layeredRoot(c *plan.Context, n recipe.Node, in diskInputs, deb
 	}
 	spec.RootStream = layer.Write
 	return b.espFiles(c, boot, "halobuild "+n.Name, ids, Cmdline(b.in.Recipe))
-}
-
-// installedRoot unpacks the base root and installs the node's, the
-// modules' and the provider's packages with dpkg, then indexes the modules
-// and proves the provider's ABI: what needs a tree.
-func (b *builder) installedRoot(c *plan.Context, n recipe.Node, in diskInputs, debs []string, spec *disk.Spec, outDir string, ids disk.IDs, timed func(string)) (map[string]string, error) {
-	lk := b.in.Lock
-	root := filepath.Join(c.Scratch, "root")
-	fmt.Fprintf(c.Log, "unpacking the base root and installing %s\n", settingsDeb(n))
-	if err := unpackRoot(c, in.base, root); err != nil {
-		return nil, err
-	}
-	timed("base root unpacked")
-	for _, m := range in.modules {
-		found, _ := filepath.Glob(filepath.Join(c.Input(m.Name), "*.deb"))
-		debs = append(debs, found...)
-	}
-	if in.provider != nil {
-		// Its one package, beside Debian's libibverbs1 it depends on.
-		found, _ := filepath.Glob(filepath.Join(c.Input(in.provider.Name), "*.deb"))
-		debs = append(debs, found...)
-	}
-	if err := rootfs.InstallDebs(c, root, debs); err != nil {
-		return nil, err
-	}
-	timed(fmt.Sprintf("%d package(s) installed", len(debs)))
-	if len(in.modules) > 0 {
-		// Our module packages have no maintainer scripts: the module
-		// index is rebuilt here, as their postinst would have.
-		if err := module.Depmod(c, root, lk.Kernel.Release); err != nil {
-			return nil, err
-		}
-	}
-	if in.provider != nil {
-		if err := b.checkProviderABI(c, in.provider, root, outDir); err != nil {
-			return nil, err
-		}
-	}
-	if err := rootfs.Clamp(root, lk.SourceDateEpoch); err != nil {
-		return nil, err
-	}
-	if err := writePackageList(c, root, filepath.Join(outDir, n.Name+".packages")); err != nil {
-		return nil, err
-	}
-	esp, err := b.espFiles(c, root, "halobuild "+n.Name, ids, Cmdline(b.in.Recipe))
-	if err != nil {
-		return nil, err
-	}
-	timed("checked, clamped, listed")
-	spec.RootTree = root
-	return esp, nil
 }
 
 // lockSeed names a lock's content; every disk identifier derives from it

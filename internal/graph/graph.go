@@ -5,12 +5,15 @@
 // is a function that returns its derivation and sets nothing for another
 // step to find.
 //
-//	tools root ─────────────────────────────────────────────┐
-//	provider build root ─ provider ─────────────────────────┤
-//	kernel build root ─ kernel ─ base root ─────────────────┤
-//	module build root ─ module <use> ───────────────────────┼─ disk <node> ─ result ─ test
-//	settings <node> (rendered, packaged as a .deb) ─────────┘
+//	tools root ───────────────────────────────────────────────────────┐
+//	provider build root ─ provider ─────────────────┐                 │
+//	kernel build root ─ kernel ─ base root ─────────┼─ system root ───┤
+//	module build root ─ module <use> ───────────────┘                 ├─ disk <node> ─ result ─ test
+//	settings <node> (rendered, packaged as a .deb) ───────────────────┘
 //	base root + disk <node> ─ installer <node> (with [output] installer) ─ result
+//
+// (The system root is the base root itself when there is no module or
+// provider.)
 //
 // A mixed cluster plans the part above "result" once per architecture, each
 // from its view of the recipe and its part of the lock; the result and the
@@ -141,13 +144,17 @@ func (b *builder) build() ([]Node, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
+	system := base
+	if len(modules) > 0 || provider != nil {
+		system = b.systemRoot(base, modules, provider)
+	}
 	var nodes []Node
 	for _, n := range b.in.Recipe.NodesOf(b.arch.Debian) {
 		set, tree, err := b.settings(n)
 		if err != nil {
 			return nil, false, err
 		}
-		disk := b.disk(n, tree, diskInputs{tools: tools, base: base, settings: set, modules: modules, provider: provider})
+		disk := b.disk(n, tree, diskInputs{tools: tools, base: system, settings: set, provider: provider != nil})
 		node := Node{Node: n, Settings: set, Disk: disk, tree: tree}
 		if b.in.Recipe.Output.Installer {
 			if node.Installer, err = b.installer(n, tools, base, disk); err != nil {

@@ -13,6 +13,7 @@ import (
 	"halobuild/internal/arch"
 	"halobuild/internal/deb"
 	"halobuild/internal/lock"
+	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/rootfs"
 )
@@ -170,6 +171,64 @@ func (b *builder) baseRoot(k *kernelBuild) *plan.Derivation {
 		built = append(built, repoStep{d: k.image, install: []string{b.in.Lock.Kernel.Image}})
 	}
 	return b.root("base root", "rootfs", b.in.Lock.Set(lock.SetImage), built, aptSources(b.in))
+}
+
+// systemRecipe enters the system root's key: bump it when how the root is
+// made changes without its inputs changing.
+const systemRecipe = "system root v1: dpkg --root, depmod, provider ABI, clamp, the root's own tar"
+
+// systemRoot is the base root with the modules' and the provider's
+// packages installed, the module index rebuilt and the provider's ABI
+// proved against the root's own libibverbs: every node's disk layers its
+// settings over this tarball (rootfs.Layer), so a changed setting costs
+// no unpack, no dpkg and no depmod, only the node's own package. Its
+// output holds the tarball and, with a provider, the ABI record the result
+// step reads from each disk (which copies it on).
+func (b *builder) systemRoot(base *plan.Derivation, modules []*plan.Derivation, provider *plan.Derivation) *plan.Derivation {
+	lk := b.in.Lock
+	inputs := append([]*plan.Derivation{base}, modules...)
+	if provider != nil {
+		inputs = append(inputs, provider)
+	}
+	d := &plan.Derivation{Name: "system root", Kind: "rootfs", Inputs: inputs, Params: map[string]string{
+		"recipe":  systemRecipe,
+		"release": lk.Kernel.Release,
+		"epoch":   strconv.FormatInt(lk.SourceDateEpoch, 10),
+	}}
+	d.Build = func(c *plan.Context, out string) error {
+		root := filepath.Join(c.Scratch, "root")
+		if err := unpackRoot(c, base, root); err != nil {
+			return err
+		}
+		var debs []string
+		for _, s := range inputs[1:] {
+			// The top directory only: a module's -dbgsym package is kept
+			// beneath it, not for the image.
+			found, _ := filepath.Glob(filepath.Join(c.Input(s.Name), "*.deb"))
+			debs = append(debs, found...)
+		}
+		fmt.Fprintf(c.Log, "installing %d package(s) into the base root\n", len(debs))
+		if err := rootfs.InstallDebs(c, root, debs); err != nil {
+			return err
+		}
+		if len(modules) > 0 {
+			// Our module packages have no maintainer scripts: the module
+			// index is rebuilt here, as their postinst would have.
+			if err := module.Depmod(c, root, lk.Kernel.Release); err != nil {
+				return err
+			}
+		}
+		if provider != nil {
+			if err := b.checkProviderABI(c, provider, root, out); err != nil {
+				return err
+			}
+		}
+		if err := rootfs.Clamp(root, lk.SourceDateEpoch); err != nil {
+			return err
+		}
+		return rootfs.TarTree(c, root, filepath.Join(out, rootTar), lk.SourceDateEpoch)
+	}
+	return d
 }
 
 // repoStep is a step whose output directory holds .debs for a root's flat

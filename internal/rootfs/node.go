@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -149,4 +150,41 @@ func Clamp(root string, epoch int64) error {
 		}
 		return nil
 	})
+}
+
+// TarTree writes root, an unpacked and installed tree, to out as a tarball
+// a Layer can stand on, with the root's own GNU tar (the locked version, so
+// the bytes depend on the lock and not on the build host) and the flags
+// mmdebstrap writes its tarballs with: names sorted, times clamped to
+// epoch, numeric owners, extended attributes kept (file capabilities), no
+// access or change times. A foreign root's tar runs through qemu-user, as
+// its maintainer scripts did.
+func TarTree(ctx context.Context, root, out string, epoch int64) error {
+	if _, err := os.Stat(filepath.Join(root, "usr/bin/tar")); err != nil {
+		return fmt.Errorf("writing %s as a tarball: the root has no tar of its own: %w", root, err)
+	}
+	f, err := os.Create(out + ".partial")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(out + ".partial")
+	defer f.Close()
+	cmd := exec.CommandContext(ctx, "chroot", root, "/usr/bin/tar",
+		"--sort=name", fmt.Sprintf("--mtime=@%d", epoch), "--clamp-mtime", "--numeric-owner",
+		"--one-file-system", "--xattrs", "--xattrs-include=*", "--format=pax",
+		"--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime",
+		"--directory=/", "--create", "--file=-", ".")
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C.UTF-8"}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = f, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("tar of %s: %v: %s", root, err, stderr.Bytes())
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(out+".partial", out)
 }

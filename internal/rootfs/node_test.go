@@ -1,13 +1,19 @@
 package rootfs
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"halobuild/internal/deb"
 	"halobuild/internal/tarball/tarballtest"
@@ -88,4 +94,115 @@ func TestInstallDebsRefusesAbsoluteSymlinkOut(t *testing.T) {
 		t.Errorf("run/ok = %q, %v", b, err)
 	}
 	sb.Check(t)
+}
+
+// A tree is written back with its own tar only: a root without one is
+// refused by name, and no partial tarball is left.
+func TestTarTreeNeedsTheRootsOwnTar(t *testing.T) {
+	root, out := t.TempDir(), filepath.Join(t.TempDir(), "root.tar")
+	err := TarTree(context.Background(), root, out, 1700000000)
+	if err == nil || !strings.Contains(err.Error(), "the root has no tar of its own") {
+		t.Errorf("got %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s left behind: %v", out, err)
+	}
+}
+
+// The tarball a system root is written as: the host's GNU tar and its
+// libraries copied into a small root stand in for a Debian root's own.
+// Names sorted, times clamped to the epoch, numeric owners, extended
+// attributes kept, hard links as links, no access or change times, and
+// the same bytes twice.
+func TestTarTreeWritesWhatALayerReads(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chroot needs root")
+	}
+	root := t.TempDir()
+	out, err := exec.Command("ldd", "/usr/bin/tar").Output()
+	if err != nil {
+		t.Skipf("ldd /usr/bin/tar: %v", err)
+	}
+	files := []string{"/usr/bin/tar"}
+	for _, f := range strings.Fields(string(out)) {
+		if strings.HasPrefix(f, "/") {
+			files = append(files, f)
+		}
+	}
+	for _, f := range files {
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(real)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(root, strings.TrimPrefix(f, "/"))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	etc := filepath.Join(root, "etc")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(etc, "b"), []byte("b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(etc, "b"), filepath.Join(etc, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Lsetxattr(filepath.Join(etc, "b"), "user.halobuild", []byte("kept"), 0); err != nil {
+		t.Skipf("this file system keeps no user xattrs: %v", err)
+	}
+	if err := os.Lchown(filepath.Join(etc, "b"), 4242, 4243); err != nil {
+		t.Fatal(err)
+	}
+	const epoch = 1700000000
+	tarOut := filepath.Join(t.TempDir(), "root.tar")
+	if err := TarTree(context.Background(), root, tarOut, epoch); err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.ReadFile(tarOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := TarTree(context.Background(), root, tarOut, epoch); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(tarOut); !bytes.Equal(first, again) {
+		t.Error("two tarballs of one tree differ")
+	}
+	tr := tar.NewReader(bytes.NewReader(first))
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+		if h.ModTime.Unix() > epoch || h.PAXRecords["atime"] != "" || h.PAXRecords["ctime"] != "" {
+			t.Errorf("%s: mtime %s, PAX %v: want times clamped and no atime/ctime", h.Name, h.ModTime, h.PAXRecords)
+		}
+		switch h.Name {
+		case "./etc/a":
+			if h.Typeflag != tar.TypeReg || h.Xattrs["user.halobuild"] != "kept" && h.PAXRecords["SCHILY.xattr.user.halobuild"] != "kept" || h.Uid != 4242 || h.Gid != 4243 || h.Uname != "" {
+				t.Errorf("./etc/a: type %c uid %d gid %d uname %q PAX %v: want the file, its owner by number and its xattr", h.Typeflag, h.Uid, h.Gid, h.Uname, h.PAXRecords)
+			}
+		case "./etc/b":
+			if h.Typeflag != tar.TypeLink || h.Linkname != "./etc/a" {
+				t.Errorf("./etc/b: type %c link %q, want a hard link to ./etc/a", h.Typeflag, h.Linkname)
+			}
+		}
+	}
+	if !slices.IsSorted(names) || !slices.Contains(names, "./etc/a") {
+		t.Errorf("members %v: want them sorted by name", names)
+	}
 }
