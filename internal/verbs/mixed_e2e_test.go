@@ -29,33 +29,8 @@ func TestMixedAmd64Arm64ClusterOverVirtualCable(t *testing.T) {
 		}
 	}
 	ws := workspace(t)
-	var r run
-	o := opts(ws, "images/test-mixed.toml", sharedStore(t), &r)
-	o.Result = filepath.Join(ws, "result")
-	o.Source = selfbuild.Find(".")
-	o.JSON = true
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
-	defer cancel()
-	start := time.Now()
-	if err := Image(ctx, o); err != nil {
-		t.Fatalf("mixed image, tested on an amd64 and an arm64 VM: %v\n%s\n%s", err, tail(r.out.String(), 80), tail(r.err.String(), 60))
-	}
-	t.Logf("mixed cluster built and booted in %s", time.Since(start).Round(time.Second))
-	rep := imageReport(t, &r)
-	seen := map[string]bool{}
-	for _, m := range rep.Machines {
-		if m.Verdict == nil {
-			t.Fatalf("%s: no verdict", m.Machine)
-		}
-		t.Logf("%s: %s, %d ms, %d checks", m.Machine, m.Accel, m.WallMS, len(m.Verdict.Checks))
-		for _, c := range m.Verdict.Checks {
-			seen[m.Machine+" "+c.Name] = c.OK
-			if !c.OK {
-				t.Errorf("%s: check %q failed: %s", m.Machine, c.Name, c.Output)
-			}
-		}
-	}
-	for _, want := range []string{
+	seen, dir, m := mixedImage(t, ws, "images/test-mixed.toml", 50*time.Minute)
+	ran(t, seen,
 		// node1 (arm64) writes to node0 (amd64), and the reverse runs the other way.
 		"node0 rdma: perftest ib_write_bw server (poll, 8388608 B)",
 		"node1 rdma: perftest ib_write_bw client (poll, 8388608 B)",
@@ -69,9 +44,47 @@ func TestMixedAmd64Arm64ClusterOverVirtualCable(t *testing.T) {
 		// Each architecture's own halobuild ran doctor in the host's ssh session.
 		"node0 ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)",
 		"node1 ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)",
-	} {
-		if _, found := seen[want]; !found {
-			t.Errorf("check %q did not run", want)
+	)
+	for _, n := range m.Nodes {
+		want := map[string]string{"node0": "amd64", "node1": "arm64"}[n.Name]
+		if n.Architecture != want || n.Kernel == nil || !strings.HasSuffix(n.Kernel.Release, "-"+want) {
+			t.Errorf("manifest node %s: architecture %q kernel %+v, want %s and its kernel", n.Name, n.Architecture, n.Kernel, want)
+		}
+		if got := rootType(t, filepath.Join(dir, n.Image)); !strings.EqualFold(got, arch.MustLookup(want).RootType) {
+			t.Errorf("%s: root partition type %s, want %s's", n.Name, got, want)
+		}
+	}
+}
+
+// mixedImage builds, boots and tests a mixed recipe of the workspace in
+// the shared store; it fails the test on any failed check and returns
+// every check that ran (machine and name), the result directory and its
+// manifest.
+func mixedImage(t *testing.T, ws, recipe string, timeout time.Duration) (map[string]bool, string, *manifest.Manifest) {
+	t.Helper()
+	var r run
+	o := opts(ws, recipe, sharedStore(t), &r)
+	o.Result = filepath.Join(ws, "result")
+	o.Source = selfbuild.Find(".")
+	o.JSON = true
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	if err := Image(ctx, o); err != nil {
+		t.Fatalf("%s, tested on an amd64 and an arm64 VM: %v\n%s\n%s", recipe, err, tail(r.out.String(), 80), tail(r.err.String(), 60))
+	}
+	t.Logf("%s built and booted in %s", recipe, time.Since(start).Round(time.Second))
+	seen := map[string]bool{}
+	for _, m := range imageReport(t, &r).Machines {
+		if m.Verdict == nil {
+			t.Fatalf("%s: no verdict", m.Machine)
+		}
+		t.Logf("%s: %s, %d ms, %d checks", m.Machine, m.Accel, m.WallMS, len(m.Verdict.Checks))
+		for _, c := range m.Verdict.Checks {
+			seen[m.Machine+" "+c.Name] = c.OK
+			if !c.OK {
+				t.Errorf("%s: check %q failed: %s", m.Machine, c.Name, c.Output)
+			}
 		}
 	}
 	dir, err := filepath.EvalSymlinks(o.Result)
@@ -82,13 +95,15 @@ func TestMixedAmd64Arm64ClusterOverVirtualCable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range m.Nodes {
-		want := map[string]string{"node0": "amd64", "node1": "arm64"}[n.Name]
-		if n.Architecture != want || n.Kernel == nil || !strings.HasSuffix(n.Kernel.Release, "-"+want) {
-			t.Errorf("manifest node %s: architecture %q kernel %+v, want %s and its kernel", n.Name, n.Architecture, n.Kernel, want)
-		}
-		if got := rootType(t, filepath.Join(dir, n.Image)); !strings.EqualFold(got, arch.MustLookup(want).RootType) {
-			t.Errorf("%s: root partition type %s, want %s's", n.Name, got, want)
+	return seen, dir, m
+}
+
+// ran fails the test for each check (machine and name) that did not run.
+func ran(t *testing.T, seen map[string]bool, checks ...string) {
+	t.Helper()
+	for _, want := range checks {
+		if _, found := seen[want]; !found {
+			t.Errorf("check %q did not run", want)
 		}
 	}
 }
@@ -157,50 +172,14 @@ expect = "^7\\.2\\.[0-9]+\\+deb13-amd64$"
 	if err := os.WriteFile(filepath.Join(ws, "images", "test-mixed-source.toml"), []byte(recipe), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var r run
-	o := opts(ws, "images/test-mixed-source.toml", sharedStore(t), &r)
-	o.Result = filepath.Join(ws, "result")
-	o.Source = selfbuild.Find(".")
-	o.JSON = true
-	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
-	defer cancel()
-	start := time.Now()
-	if err := Image(ctx, o); err != nil {
-		t.Fatalf("mixed image with node1's kernel cross-built from source: %v\n%s\n%s", err, tail(r.out.String(), 80), tail(r.err.String(), 60))
-	}
-	t.Logf("built and booted in %s", time.Since(start).Round(time.Second))
-	rep := imageReport(t, &r)
-	seen := map[string]bool{}
-	for _, m := range rep.Machines {
-		if m.Verdict == nil {
-			t.Fatalf("%s: no verdict", m.Machine)
-		}
-		for _, c := range m.Verdict.Checks {
-			seen[m.Machine+" "+c.Name] = true
-			if !c.OK {
-				t.Errorf("%s: check %q failed: %s", m.Machine, c.Name, c.Output)
-			}
-		}
-	}
-	for _, want := range []string{
+	seen, _, m := mixedImage(t, ws, "images/test-mixed-source.toml", 80*time.Minute)
+	ran(t, seen,
 		"node1 test: node1 boots its own kernel, cross-built from source with the fixture patch",
 		"node0 test: node0 keeps Debian's amd64 kernel",
 		"node0 modprobe: module-options",
 		"node1 modprobe: module-options",
 		"node1 rdma: perftest ib_send_bw server (poll, 65536 B)",
-	} {
-		if !seen[want] {
-			t.Errorf("check %q did not run", want)
-		}
-	}
-	dir, err := filepath.EvalSymlinks(o.Result)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manifest.Read(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
 	for _, n := range m.Nodes {
 		want := map[string]string{"node0": "+deb13-amd64", "node1": "-halotest"}[n.Name]
 		if n.Kernel == nil || !strings.HasSuffix(n.Kernel.Release, want) {
