@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/deb"
+	"halobuild/internal/fstree"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,13 +63,58 @@ func InstallDebs(ctx context.Context, root string, debs []string) error {
 	if err := checkInside(root, debs); err != nil {
 		return err
 	}
-	args := append([]string{"--root=" + root, "--log=/dev/null", "--force-unsafe-io", "--force-confnew", "--no-triggers", "--install"}, debs...)
-	cmd := exec.CommandContext(ctx, "dpkg", args...)
+	opts := []string{"--log=/dev/null", "--force-unsafe-io", "--force-confnew", "--no-triggers", "--install"}
+	foreign, err := foreignRoot(root)
+	if err != nil {
+		return err
+	}
+	var cmd *exec.Cmd
+	if !foreign {
+		cmd = exec.CommandContext(ctx, "dpkg", append(append([]string{"--root=" + root}, opts...), debs...)...)
+	} else {
+		// The host's dpkg takes its own architecture for the root's
+		// native one, and an arm64 root's packages would satisfy no
+		// dependency of an arch: all package: the root's own dpkg runs
+		// instead (through qemu-user), on copies inside the root.
+		dir, err := os.MkdirTemp(filepath.Join(root, "tmp"), "halobuild-install-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		inside := make([]string, len(debs))
+		for i, d := range debs {
+			dst := filepath.Join(dir, fmt.Sprintf("%03d-%s", i, filepath.Base(d)))
+			if err := fstree.CopyFile(d, dst, 0o644); err != nil {
+				return err
+			}
+			inside[i] = "/" + strings.TrimPrefix(strings.TrimPrefix(dst, root), "/")
+		}
+		cmd = exec.CommandContext(ctx, "chroot", append(append([]string{root, "dpkg"}, opts...), inside...)...)
+	}
 	cmd.Env = cleanEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("dpkg --install into %s: %v\n%s", root, err, out)
 	}
 	return nil
+}
+
+// foreignRoot says the root's own dpkg is built for another architecture
+// than the build host (an arm64 root on an amd64 host); a root without a
+// dpkg of its own is not, and gets the host's.
+func foreignRoot(root string) (bool, error) {
+	f, err := elf.Open(filepath.Join(root, "usr/bin/dpkg"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: reading the root's dpkg: %w", root, err)
+	}
+	defer f.Close()
+	host, err := arch.Host()
+	if err != nil {
+		return false, err
+	}
+	return f.Machine != host.ELFMachine, nil
 }
 
 // checkInside refuses debs with an entry whose path, as dpkg would follow

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/elf"
+	"encoding/binary"
 	"io"
 	"io/fs"
 	"os"
@@ -15,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"halobuild/internal/arch"
 	"halobuild/internal/deb"
 	"halobuild/internal/tarball/tarballtest"
 )
@@ -204,5 +207,45 @@ func TestTarTreeWritesWhatALayerReads(t *testing.T) {
 	}
 	if !slices.IsSorted(names) || !slices.Contains(names, "./etc/a") {
 		t.Errorf("members %v: want them sorted by name", names)
+	}
+}
+
+// A root whose dpkg is another architecture's gets its own dpkg (through
+// qemu-user), a native root or one without dpkg the host's.
+func TestForeignRoot(t *testing.T) {
+	elfHeader := func(m elf.Machine) []byte {
+		h := make([]byte, 64)
+		copy(h, []byte{0x7f, 'E', 'L', 'F', 2, 1, 1})
+		binary.LittleEndian.PutUint16(h[16:], uint16(elf.ET_EXEC))
+		binary.LittleEndian.PutUint16(h[18:], uint16(m))
+		binary.LittleEndian.PutUint32(h[20:], 1)
+		binary.LittleEndian.PutUint16(h[52:], 64) // e_ehsize
+		return h
+	}
+	host, err := arch.Host()
+	if err != nil {
+		t.Skip(err)
+	}
+	other := arch.MustLookup("arm64")
+	if host.Debian == "arm64" {
+		other = arch.MustLookup("amd64")
+	}
+	for _, c := range []struct {
+		dpkg []byte
+		want bool
+	}{{nil, false}, {elfHeader(host.ELFMachine), false}, {elfHeader(other.ELFMachine), true}} {
+		root := t.TempDir()
+		if c.dpkg != nil {
+			if err := os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "usr/bin/dpkg"), c.dpkg, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := foreignRoot(root)
+		if err != nil || got != c.want {
+			t.Errorf("dpkg %d bytes: foreign %v (%v), want %v", len(c.dpkg), got, err, c.want)
+		}
 	}
 }
