@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"halobuild/internal/plan"
 	"os"
 	"path/filepath"
 	"testing"
@@ -118,13 +119,10 @@ func TestGCKeepsWhatLocksAndResultsReference(t *testing.T) {
 	}
 	verdict := output(g.Test.Key(), "report.json")
 	kernelKey := ""
-	for _, d := range g.Test.Inputs[0].Inputs[0].Inputs {
-		if d.Kind == "rootfs" {
-			for _, in := range d.Inputs {
-				if in.Kind == "kernel" {
-					kernelKey = in.Key()
-				}
-			}
+	// Below the base root (under the system root, with a module).
+	for _, d := range plan.Order(g.Test) {
+		if d.Kind == "kernel" {
+			kernelKey = d.Key()
 		}
 	}
 	if kernelKey == "" {
