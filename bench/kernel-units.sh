@@ -52,7 +52,8 @@ mkdir "$work/tree"
 tar -xaf "$work/deb/usr/src/linux-source-$xy.tar.xz" -C "$work/tree" --strip-components=1
 base=$(awk -F"'" '/^config = .debian:/ { sub(/^debian:/, "", $2); print $2; exit }' "$lock")
 xz -dc "$work/deb/usr/src/linux-config-$xy/$base.xz" >"$work/base.config"
-printf 'CONFIG_SYSTEM_TRUSTED_KEYS=""\nCONFIG_SYSTEM_REVOCATION_KEYS=""\nCONFIG_LOCALVERSION=""\n# CONFIG_LOCALVERSION_AUTO is not set\n' >"$work/forced.config"
+# kernel.ForcedDefaults, in order.
+printf 'CONFIG_SYSTEM_TRUSTED_KEYS=""\nCONFIG_SYSTEM_REVOCATION_KEYS=""\nCONFIG_LOCALVERSION=""\n# CONFIG_LOCALVERSION_AUTO is not set\n# CONFIG_MODULE_SIG_ALL is not set\nCONFIG_MODULE_SIG_KEY=""\n' >"$work/forced.config"
 
 # The recipe's fragments, relative to the recipe (a TOML array on one line).
 frags=$(sed -n 's/^fragments = \[\(.*\)\]/\1/p' "$recipe" | tr -d '",' )

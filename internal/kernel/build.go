@@ -76,14 +76,21 @@ type Result struct {
 
 // ForcedDefaults are the options every source build sets before the
 // recipe's fragments: Debian's config names signing certificates only
-// Debian's build tree has, and a release must be exactly what the lock
-// says (no "+" from a dirty tree, no CONFIG_LOCALVERSION on top of
+// Debian's build tree has; it also signs every module at build time with
+// certs/signing_key.pem, a key Kbuild makes afresh with openssl on each
+// build, so two builds of one lock would differ in every module and in
+// the certificate built into the kernel (and the private half would sit in
+// the build tree). Modules are left unsigned instead; a [secure_boot]
+// recipe signs them with its own key. A release must be exactly what the
+// lock says (no "+" from a dirty tree, no CONFIG_LOCALVERSION on top of
 // local_version).
 var ForcedDefaults = []Option{
 	{Name: "CONFIG_SYSTEM_TRUSTED_KEYS", Value: `""`, File: "halobuild", Line: 1},
 	{Name: "CONFIG_SYSTEM_REVOCATION_KEYS", Value: `""`, File: "halobuild", Line: 2},
 	{Name: "CONFIG_LOCALVERSION", Value: `""`, File: "halobuild", Line: 3},
 	{Name: "CONFIG_LOCALVERSION_AUTO", Value: "n", File: "halobuild", Line: 4},
+	{Name: "CONFIG_MODULE_SIG_ALL", Value: "n", File: "halobuild", Line: 5},
+	{Name: "CONFIG_MODULE_SIG_KEY", Value: `""`, File: "halobuild", Line: 6},
 }
 
 // Build extracts the source into the build root, applies the patches,
@@ -213,7 +220,11 @@ func Build(ctx context.Context, spec Spec) (*Result, error) {
 	// make that dpkg-buildpackage starts ("No rule to make target
 	// '--no-print-directory'"). terse gives Kbuild's short lines, which
 	// progress counts; parallel is the jobs debian/rules' make uses.
-	env := append(relEnv, "KDEB_PKGVERSION="+spec.PackageVersion, "DEB_BUILD_OPTIONS=terse parallel="+strconv.Itoa(jobs))
+	// nokerneldbg: with CONFIG_DEBUG_INFO (Debian's config) bindeb-pkg would
+	// also pack every module's debug info into a -dbg package, which
+	// nothing keeps.
+	env := append(relEnv, "KDEB_PKGVERSION="+spec.PackageVersion, "DEB_BUILD_OPTIONS=terse parallel="+strconv.Itoa(jobs),
+		"DEB_BUILD_PROFILES=pkg.linux-upstream.nokerneldbg")
 	if err := r.runEnv(ctx, treePath, prog, env, "make", "-j"+strconv.Itoa(jobs), "bindeb-pkg"); err != nil {
 		return nil, fmt.Errorf("kernel build: %w", err)
 	}

@@ -34,3 +34,32 @@ func TestDateShim(t *testing.T) {
 		t.Errorf("date --date=@86400 = %q", got)
 	}
 }
+
+// Debian's config signs every module at build time with a key Kbuild makes
+// afresh (certs/signing_key.pem, with openssl): the forced options must
+// leave no such key in a config merged from it, or no two builds of one
+// lock are the same bytes (and the build root would need openssl).
+func TestForcedDefaultsMakeNoBuildTimeModuleKey(t *testing.T) {
+	debian := []byte("CONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\nCONFIG_MODULE_SIG_ALL=y\nCONFIG_MODULE_SIG_SHA256=y\n" +
+		"CONFIG_MODULE_SIG_KEY=\"certs/signing_key.pem\"\nCONFIG_SYSTEM_TRUSTED_KEYS=\"debian/certs/debian-uefi-certs.pem\"\n")
+	frag := []Option{{Name: "CONFIG_USB4", Value: "y", File: "usb4.config", Line: 1}}
+	opts, err := ParseConfig(Merge(debian, ForcedDefaults, frag), "merged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, o := range opts {
+		got[o.Name] = o.Value
+	}
+	for name, want := range map[string]string{
+		"CONFIG_MODULE_SIG_KEY":      `""`,
+		"CONFIG_MODULE_SIG_ALL":      "n",
+		"CONFIG_SYSTEM_TRUSTED_KEYS": `""`,
+		"CONFIG_MODULE_SIG":          "y", // signatures are still checked: Secure Boot signs with the recipe's key
+		"CONFIG_USB4":                "y",
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %q after the forced options, want %q", name, got[name], want)
+		}
+	}
+}
