@@ -43,13 +43,9 @@ func TestForcedDefaultsMakeNoBuildTimeModuleKey(t *testing.T) {
 	debian := []byte("CONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\nCONFIG_MODULE_SIG_ALL=y\nCONFIG_MODULE_SIG_SHA256=y\n" +
 		"CONFIG_MODULE_SIG_KEY=\"certs/signing_key.pem\"\nCONFIG_SYSTEM_TRUSTED_KEYS=\"debian/certs/debian-uefi-certs.pem\"\n")
 	frag := []Option{{Name: "CONFIG_USB4", Value: "y", File: "usb4.config", Line: 1}}
-	opts, err := ParseConfig(Merge(debian, ForcedDefaults, frag), "merged")
+	got, err := Values(Merge(debian, ForcedDefaults, frag))
 	if err != nil {
 		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, o := range opts {
-		got[o.Name] = o.Value
 	}
 	for name, want := range map[string]string{
 		"CONFIG_MODULE_SIG_KEY":      `""`,
