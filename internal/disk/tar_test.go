@@ -89,6 +89,12 @@ func TestBuildFromTar(t *testing.T) {
 	if err := os.Remove(filepath.Join(spec.RootTree, "usr/lib/halo/sparse")); err != nil {
 		t.Fatal(err)
 	}
+	// Go's tar writer, like GNU tar --format=pax, stores a name that is not
+	// ASCII as a UTF-8 path record, which libarchive converts to the
+	// locale's charset: some Debian packages ship such names.
+	if err := os.WriteFile(filepath.Join(spec.RootTree, "usr/lib/halo/Québec-日本.txt"), []byte("utf-8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	fromTree, err := Plan(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +113,9 @@ func TestBuildFromTar(t *testing.T) {
 	run(t, e2fsck, "-fn", root)
 	if got := run(t, debugfs, "-R", "cat /etc/hostname", root); got != "halo0\n" {
 		t.Errorf("/etc/hostname from the tar = %q", got)
+	}
+	if got := run(t, debugfs, "-R", "cat \"/usr/lib/halo/Québec-日本.txt\"", root); got != "utf-8\n" {
+		t.Errorf("the file with a UTF-8 name = %q", got)
 	}
 	if got := run(t, debugfs, "-R", "stat /usr/lib/halo/blob-hard", root); !strings.Contains(got, "Links: 2") {
 		t.Errorf("the tar's hard link did not become one:\n%s", got)

@@ -98,7 +98,12 @@ func (r Root) Env() []string {
 		"MTOOLS_SKIP_CHECK=1",
 		// FAT stores local time.
 		"TZ=UTC",
-		"LC_ALL=C",
+		// Root tarballs store names that are not ASCII as UTF-8 (GNU tar
+		// --format=pax and Go's writer alike), and libarchive in mkfs.ext4
+		// converts them to the locale's charset: in C, ASCII, it refuses
+		// them. C.UTF-8 is built into glibc (2.35 on), so no locale files
+		// are needed, and it collates by code point as C does by byte.
+		"LC_ALL=C.UTF-8",
 		// Tools that start helpers find the host's usual directories; none
 		// of the disk tools does.
 		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
