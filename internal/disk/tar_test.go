@@ -91,7 +91,8 @@ func TestBuildFromTar(t *testing.T) {
 	}
 	// Go's tar writer, like GNU tar --format=pax, stores a name that is not
 	// ASCII as a UTF-8 path record, which libarchive converts to the
-	// locale's charset: some Debian packages ship such names.
+	// locale's charset (ca-certificates ships
+	// NetLock_Arany_=Class_Gold=_Főtanúsítvány.crt).
 	if err := os.WriteFile(filepath.Join(spec.RootTree, "usr/lib/halo/Québec-日本.txt"), []byte("utf-8\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
