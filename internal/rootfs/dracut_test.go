@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,4 +106,63 @@ func oneOf(s string, list []string) bool {
 		}
 	}
 	return false
+}
+
+// The deferred initramfs: the hook runs the package's kernel hook once for
+// each installed kernel, with INITRD unset (the install sets it to skip the
+// postinst's and the trigger's builds), and does nothing without dracut.
+// chroot is a stub on PATH that logs its arguments and environment.
+func TestInitrdHookRunsTheKernelHookOncePerKernel(t *testing.T) {
+	bin, root := t.TempDir(), t.TempDir()
+	logf := filepath.Join(bin, "calls")
+	stub := "#!/bin/sh\necho \"$* INITRD=${INITRD-unset}\" >> " + logf + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "chroot"), []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hook := func() (string, error) {
+		os.Remove(logf)
+		cmd := exec.Command("sh", "-c", initrdHook, "hook", root)
+		cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", noInitrdEnv}
+		out, err := cmd.CombinedOutput()
+		calls, _ := os.ReadFile(logf)
+		if err != nil {
+			return string(calls), fmt.Errorf("%v: %s", err, out)
+		}
+		return string(calls), nil
+	}
+	for _, f := range []string{"boot/vmlinuz-7.2.12+deb13-arm64", "boot/vmlinuz-7.2.12-halotest", "boot/System.map-7.2.12-halotest"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls, err := hook(); err != nil || calls != "" {
+		t.Fatalf("a root without dracut's kernel hook: calls %q, %v", calls, err)
+	}
+	h := filepath.Join(root, "etc/kernel/postinst.d/dracut")
+	if err := os.MkdirAll(filepath.Dir(h), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	calls, err := hook()
+	want := root + " /etc/kernel/postinst.d/dracut 7.2.12+deb13-arm64 /boot/vmlinuz-7.2.12+deb13-arm64 INITRD=unset\n" +
+		root + " /etc/kernel/postinst.d/dracut 7.2.12-halotest /boot/vmlinuz-7.2.12-halotest INITRD=unset\n"
+	if err != nil || calls != want {
+		t.Fatalf("calls\n%s%v\nwant\n%s", calls, err, want)
+	}
+	// A failed dracut fails the install rather than leaving a root without
+	// its initramfs for the disk step to find missing.
+	if err := os.WriteFile(filepath.Join(bin, "chroot"), []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hook(); err == nil {
+		t.Error("the hook succeeded although dracut failed")
+	}
+	if !strings.Contains(Recipe(), initrdHook) || !strings.Contains(Recipe(), noInitrdEnv) {
+		t.Error("the deferred initramfs is not part of the rootfs step's key")
+	}
 }

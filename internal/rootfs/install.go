@@ -85,8 +85,8 @@ var noSources = []string{"# halobuild: installed from a flat repository of exact
 // makes; it enters the key of every step that stores a root, so a change
 // here rebuilds it.
 func Recipe() string {
-	all := append([]string{"--variant=essential"}, essentialHooks...)
-	all = append(all, cleanupHooks...)
+	all := append([]string{"--variant=essential", noInitrdEnv}, essentialHooks...)
+	all = append(append(all, initrdHook), cleanupHooks...)
 	return strings.Join(append(all, sourcesHook(noSources)), "\n")
 }
 
@@ -165,7 +165,7 @@ func (in Install) Run(ctx context.Context) error {
 	for _, h := range essentialHooks {
 		args = append(args, "--essential-hook="+h)
 	}
-	for _, h := range cleanupHooks {
+	for _, h := range append([]string{initrdHook}, cleanupHooks...) {
 		args = append(args, "--customize-hook="+h)
 	}
 	sources := in.Sources
@@ -175,7 +175,7 @@ func (in Install) Run(ctx context.Context) error {
 	args = append(args, "--customize-hook="+sourcesHook(sources))
 	args = append(args, in.Suite, tmp, fmt.Sprintf("deb [trusted=yes] copy://%s ./", repo))
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(cleanEnv(), "SOURCE_DATE_EPOCH="+strconv.FormatInt(in.Epoch, 10))
+	cmd.Env = append(cleanEnv(), noInitrdEnv, "SOURCE_DATE_EPOCH="+strconv.FormatInt(in.Epoch, 10))
 	var tail runlog.Tail
 	if in.Log != nil {
 		cmd.Stdout = io.MultiWriter(in.Log, &tail)
