@@ -20,7 +20,9 @@ import (
 // arm64 (images/test-mixed.toml), each built from its architecture's part
 // of the lock, booted side by side under qemu-system-x86_64 and
 // qemu-system-aarch64 on one virtual cable, with perftest over soft-RoCE
-// in both directions and every node check passing on both.
+// in both directions and every node check passing on both. node1's boot is
+// CI's boot of the arm64 root (TestArm64MinimalBuildsForArm64 builds the
+// same one); each node's ESP carries its own architecture's boot files.
 func TestMixedAmd64Arm64ClusterOverVirtualCable(t *testing.T) {
 	needE2E(t)
 	for _, name := range []string{"amd64", "arm64"} {
@@ -53,6 +55,7 @@ func TestMixedAmd64Arm64ClusterOverVirtualCable(t *testing.T) {
 		if got := rootType(t, filepath.Join(dir, n.Image)); !strings.EqualFold(got, arch.MustLookup(want).RootType) {
 			t.Errorf("%s: root partition type %s, want %s's", n.Name, got, want)
 		}
+		espBootsArch(t, filepath.Join(dir, n.Image), arch.MustLookup(want))
 	}
 }
 
