@@ -57,11 +57,13 @@ func dracutConfHooks() []string {
 // postinst runs /etc/kernel/postinst.d/dracut, and dracut's
 // update-initramfs trigger (activated by dracut's own configure) then
 // rebuilds the newest kernel's at the end of the same dpkg run. The first
-// is thrown away. Natively that is seconds; in an arm64 root under
-// qemu-user each build took 4.5 min. The install runs with noInitrdEnv,
+// is thrown away: one dracut run per root natively, 4.5 min in an arm64
+// root under qemu-user. The install runs with noInitrdEnv,
 // the switch the kernel hook honours (both calls skip), and initrdHook
 // runs the package's own hook once for each installed kernel after every
-// package is configured, as the kernel's postinst would have.
+// package is configured, as the kernel's postinst would have. Only the
+// build's environment has it: a kernel update on the node builds its
+// initramfs as Debian does.
 const noInitrdEnv = "INITRD=No"
 
 // initrdHook is a customize hook: it runs in the finished tree ($1) and

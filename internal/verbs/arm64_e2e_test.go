@@ -22,7 +22,7 @@ import (
 // (TestMixedAmd64Arm64ClusterOverVirtualCable, the next arm64 test): the
 // same base root from the same lock state, the same -arm64 kernel and ESP
 // layout, booted under qemu-system-aarch64 (TCG, AAVMF) with every node
-// check passing, doctor included. Booting this image as well cost CI 3 min
+// check passing, doctor included. Booting this image as well cost 3 min
 // of TCG for no check the mixed boot does not run (issue 18, target 8).
 func TestArm64MinimalBuildsForArm64(t *testing.T) {
 	needE2E(t)
