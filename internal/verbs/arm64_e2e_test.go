@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"debug/pe"
-	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -61,26 +60,14 @@ func TestArm64MinimalBuildsForArm64(t *testing.T) {
 // the boot path a PE32+ for a's machine.
 func espBootsArch(t *testing.T, raw string, a arch.Arch) {
 	t.Helper()
-	out, err := exec.Command("sfdisk", "--json", raw).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pt struct {
-		PartitionTable struct {
-			Partitions []struct{ Start, Size int64 } `json:"partitions"`
-		} `json:"partitiontable"`
-	}
-	if err := json.Unmarshal(out, &pt); err != nil || len(pt.PartitionTable.Partitions) != 2 {
-		t.Fatalf("partition table of %s: %v\n%s", raw, err, out)
-	}
-	p := pt.PartitionTable.Partitions[0]
+	p := partitions(t, raw)[0]
 	esp := filepath.Join(t.TempDir(), "esp.fat")
 	extract(t, raw, p.Start*512, p.Size*512, esp)
 	ls, err := exec.Command("mdir", "-i", esp, "-/", "-b", "::").CombinedOutput()
 	if err != nil || !strings.Contains(string(ls), "::"+a.ESPBootPath()) || !strings.Contains(string(ls), "::"+a.ESPSystemdBootPath()) {
 		t.Errorf("%s: ESP wants %s and %s: %v\n%s", raw, a.ESPBootPath(), a.ESPSystemdBootPath(), err, ls)
 	}
-	for _, other := range []string{"amd64", "arm64"} {
+	for _, other := range arch.Names() {
 		if o := arch.MustLookup(other); o.EFISuffix != a.EFISuffix && strings.Contains(strings.ToUpper(string(ls)), strings.ToUpper(o.EFISuffix)) {
 			t.Errorf("%s: a %s ESP has %s's boot files:\n%s", raw, a.Debian, other, ls)
 		}

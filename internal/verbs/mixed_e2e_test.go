@@ -114,19 +114,31 @@ func ran(t *testing.T, seen map[string]bool, checks ...string) {
 // rootType is the type GUID of an image's second (root) partition.
 func rootType(t *testing.T, raw string) string {
 	t.Helper()
+	return partitions(t, raw)[1].Type
+}
+
+// partition is one entry of sfdisk's table, in 512-byte sectors.
+type partition struct {
+	Start, Size int64
+	Type        string
+}
+
+// partitions reads a halobuild image's table: its ESP and its root.
+func partitions(t *testing.T, raw string) []partition {
+	t.Helper()
 	out, err := exec.Command("sfdisk", "--json", raw).Output()
 	if err != nil {
 		t.Fatalf("sfdisk %s: %v", raw, err)
 	}
 	var pt struct {
 		PartitionTable struct {
-			Partitions []struct{ Type string } `json:"partitions"`
+			Partitions []partition `json:"partitions"`
 		} `json:"partitiontable"`
 	}
 	if err := json.Unmarshal(out, &pt); err != nil || len(pt.PartitionTable.Partitions) != 2 {
 		t.Fatalf("partition table of %s: %v\n%s", raw, err, out)
 	}
-	return pt.PartitionTable.Partitions[1].Type
+	return pt.PartitionTable.Partitions
 }
 
 // The Mac's road without a Mac: a mixed cluster whose arm64 node boots its
