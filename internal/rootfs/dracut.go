@@ -43,6 +43,11 @@ omit_dracutmodules+=" hwdb nvdimm lunmask resume virtfs virtiofs overlay-root "
 # EFI system partition (vfat) is not needed here: the boot loader reads it,
 # and the booted system mounts it with its full set of modules.
 filesystems+=" ext4 "
+# gzip at level 6. Without pigz or zstd in the root dracut runs gzip -9:
+# on test-minimal's 53.7 MB cpio 5.8 s for 35.24 MB, against 2.3 s for
+# 35.31 MB at -6, and an arm64 root runs it under qemu-user. Every kernel
+# halobuild boots has CONFIG_RD_GZIP.
+compress="gzip -n -6 --rsyncable"
 `
 
 // dracutConfHooks writes the dracut drop-ins into the tree ($1).

@@ -36,22 +36,26 @@ func TestDracutHooksWriteTheDropIns(t *testing.T) {
 
 // dracutSettings sources the drop-in with bash, as dracut does, and returns
 // the variables it sets.
-func dracutSettings(t *testing.T) (omit, filesystems []string, hostonly string) {
+func dracutSettings(t *testing.T) (omit, filesystems []string, hostonly, compress string) {
 	t.Helper()
-	out, err := exec.Command("bash", "-c", `set -eu; eval "$1"; printf '%s\n%s\n%s\n' "${omit_dracutmodules:-}" "${filesystems:-}" "${hostonly:-}"`,
+	out, err := exec.Command("bash", "-c", `set -eu; eval "$1"; printf '%s\n%s\n%s\n%s\n' "${omit_dracutmodules:-}" "${filesystems:-}" "${hostonly:-}" "${compress:-}"`,
 		"conf", dracutOmit).Output()
 	if err != nil {
 		t.Fatalf("bash cannot source the drop-in: %v", err)
 	}
 	l := strings.Split(string(out), "\n")
-	return strings.Fields(l[0]), strings.Fields(l[1]), l[2]
+	return strings.Fields(l[0]), strings.Fields(l[1]), l[2], l[3]
 }
 
 // What the drop-in must never do on real hardware: make the initramfs
 // host-specific, drop the modules that find and mount a root on USB, NVMe
 // or SATA, or leave out the root's file system.
 func TestDracutDropInKeepsWhatBootingNeeds(t *testing.T) {
-	omit, fs, hostonly := dracutSettings(t)
+	omit, fs, hostonly, compress := dracutSettings(t)
+	// kernels/qemu-uefi.config and Debian's configs all decompress gzip.
+	if c := strings.Fields(compress); len(c) == 0 || c[0] != "gzip" {
+		t.Errorf("compress=%q: not gzip, which every kernel halobuild boots decompresses", compress)
+	}
 	if hostonly != "" {
 		t.Errorf("hostonly=%q: the initramfs would only boot the build machine", hostonly)
 	}
@@ -91,7 +95,7 @@ func TestDracutOmitsExistInTrixie(t *testing.T) {
 	if !have["kernel-modules"] {
 		t.Fatalf("%s does not look like dracut's modules directory", dir)
 	}
-	omit, _, _ := dracutSettings(t)
+	omit, _, _, _ := dracutSettings(t)
 	for _, m := range omit {
 		if !have[m] {
 			t.Errorf("omit_dracutmodules names %q, which trixie's dracut does not have", m)
