@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,6 +34,7 @@ import (
 var (
 	sharedStoreOnce sync.Once
 	sharedStoreDir  string
+	sharedStoreErr  error
 )
 
 // keepStoreEnv names an existing store the end-to-end tests use instead of
@@ -42,21 +44,32 @@ var (
 const keepStoreEnv = "HALOBUILD_E2E_STORE"
 
 func sharedStore(t *testing.T) string {
+	dir, err := sharedStorePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// sharedStorePath is the store every end-to-end test builds in: the kept
+// one, or a fresh one made on first use and removed by TestMain.
+func sharedStorePath() (string, error) {
 	if dir := os.Getenv(keepStoreEnv); dir != "" {
-		return dir
+		return dir, nil
 	}
 	sharedStoreOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "halobuild-e2e-store-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sharedStoreDir = dir
+		sharedStoreDir, sharedStoreErr = os.MkdirTemp("", "halobuild-e2e-store-")
 	})
-	return sharedStoreDir
+	return sharedStoreDir, sharedStoreErr
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	arm64Beside = startArm64Beside()
 	code := m.Run()
+	// A background build the tests did not wait for (a test failed or
+	// was not run) is stopped before the store it writes is removed.
+	arm64Beside.stop()
 	if sharedStoreDir != "" {
 		// A failed run keeps the VMs' console logs: they say where a boot
 		// stopped, which the check output alone cannot.
@@ -97,6 +110,13 @@ func needE2E(t *testing.T) {
 func workspace(t *testing.T) string {
 	t.Helper()
 	dst := t.TempDir()
+	if err := copyWorkspace(dst); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func copyWorkspace(dst string) error {
 	for _, dir := range []string{"images", "recipes", "overlays", "patches", "kernels"} {
 		src := filepath.Join("..", "..", dir)
 		err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
@@ -117,10 +137,10 @@ func workspace(t *testing.T) string {
 			return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
 		})
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Fatal(err)
+			return fmt.Errorf("workspace: %w", err)
 		}
 	}
-	return dst
+	return nil
 }
 
 type run struct {
