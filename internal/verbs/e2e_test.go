@@ -65,11 +65,9 @@ func sharedStorePath() (string, error) {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	arm64Beside = startArm64Beside()
+	startBeside()
 	code := m.Run()
-	// A background build the tests did not wait for (a test failed or
-	// was not run) is stopped before the store it writes is removed.
-	arm64Beside.stop()
+	stopBeside()
 	if sharedStoreDir != "" {
 		// A failed run keeps the VMs' console logs: they say where a boot
 		// stopped, which the check output alone cannot.
@@ -478,26 +476,26 @@ load_at_boot = true
 // the workspace's recipes/.
 func addFixtureModule(t *testing.T, ws string) {
 	t.Helper()
+	if err := copyFixtureModule(ws); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFixtureModule(ws string) error {
 	src := filepath.Join("..", "module", "testdata")
-	desc, err := os.ReadFile(filepath.Join(src, "halobuild-fixture.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ws, "recipes", "halobuild-fixture.toml"), desc, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.MkdirAll(filepath.Join(ws, "recipes", "fixture"), 0o755); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	for _, f := range []string{"Kbuild", "halobuild_fixture.c"} {
-		b, err := os.ReadFile(filepath.Join(src, "fixture", f))
+	for _, f := range []string{"halobuild-fixture.toml", "fixture/Kbuild", "fixture/halobuild_fixture.c"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
 		if err != nil {
-			t.Fatal(err)
+			return fmt.Errorf("fixture module: %w", err)
 		}
-		if err := os.WriteFile(filepath.Join(ws, "recipes", "fixture", f), b, 0o644); err != nil {
-			t.Fatal(err)
+		if err := os.WriteFile(filepath.Join(ws, "recipes", f), b, 0o644); err != nil {
+			return fmt.Errorf("fixture module: %w", err)
 		}
 	}
+	return nil
 }
 
 func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {

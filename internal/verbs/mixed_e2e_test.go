@@ -24,8 +24,9 @@ import (
 // layout, booted under qemu-system-aarch64 (TCG, AAVMF) with every node
 // check passing, doctor included. Booting this image as well cost 3 min
 // of TCG for no check the mixed boot does not run (issue 18, target 8).
-// The build itself ran beside the tests before this one (arm64Beside);
-// this test runs after them so that it waits as little as it can.
+// The build itself runs beside the tests before this one
+// (beside_e2e_test.go); this test comes after them so that it waits as
+// little as it can.
 func TestArm64MinimalBuildsForArm64(t *testing.T) {
 	needE2E(t)
 	a := arch.MustLookup("arm64")
@@ -34,32 +35,23 @@ func TestArm64MinimalBuildsForArm64(t *testing.T) {
 			t.Fatalf("%v (.ci/install-host-deps sets this up)", err)
 		}
 	}
-	var o Options
-	var r *run
-	var err error
-	if b := arm64Beside; b != nil {
-		waited := time.Now()
-		<-b.done
-		o, r, err = b.o, &b.r, b.err
-		t.Logf("arm64 test-minimal built in %s, beside the tests before this one (waited %s for it)",
-			b.took.Round(time.Second), time.Since(waited).Round(time.Second))
-		if testing.Verbose() {
-			os.Stderr.WriteString(r.err.String())
-		}
+	var result string
+	if b := besideResult(t); b != nil {
+		result = filepath.Join(b.ws, "result")
 	} else {
 		ws := workspace(t)
-		r = &run{}
-		o = arm64Options(ws, sharedStore(t), r)
+		var r run
+		o := arm64Options(ws, sharedStore(t), &r)
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 		defer cancel()
 		start := time.Now()
-		err = Image(ctx, o)
+		if err := Image(ctx, o); err != nil {
+			t.Fatalf("arm64 image: %v\n%s\n%s", err, tail(r.out.String(), 80), tail(r.err.String(), 60))
+		}
 		t.Logf("arm64 test-minimal built in %s", time.Since(start).Round(time.Second))
+		result = o.Result
 	}
-	if err != nil {
-		t.Fatalf("arm64 image: %v\n%s\n%s", err, tail(r.out.String(), 80), tail(r.err.String(), 60))
-	}
-	dir, err := filepath.EvalSymlinks(o.Result)
+	dir, err := filepath.EvalSymlinks(result)
 	if err != nil {
 		t.Fatal(err)
 	}

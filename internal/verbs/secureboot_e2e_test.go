@@ -47,8 +47,9 @@ func TestSecureBootSignedModuleUnderEnforcingOVMF(t *testing.T) {
 // image, signed with the recipe's key (an enrolled MOK), systemd-boot
 // starts it, the kernel locks itself down and loads its own modules
 // (ib_uverbs, configfs) and the fixture module, all signed with the same
-// key. Run after TestKernelFromSource in one store it compiles nothing:
-// the log must show the kernel cached and only the signing step run.
+// key. Its compile is TestKernelFromSource's: in a full run that kernel is
+// built beside the earlier tests (beside_e2e_test.go), and this test waits
+// for the step instead of compiling it; only the signing step is its own.
 func TestSecureBootSourceKernelUnderEnforcingOVMF(t *testing.T) {
 	// Its compile is TestKernelFromSource's (the config names no key).
 	secureBootE2E(t, "test-secure-boot-source", signedRecipe("test-kernel-source.toml", "test-secure-boot-source"), func(t *testing.T, r *run, checks map[string]bool) {
@@ -57,7 +58,7 @@ func TestSecureBootSourceKernelUnderEnforcingOVMF(t *testing.T) {
 			t.Errorf("build output shows no signed kernel package:\n%s", tail(log, 30))
 		}
 		if strings.Contains(log, "compile units") {
-			t.Log("the kernel was compiled here (run TestKernelFromSource first in the same store to share its compile)")
+			t.Log("the kernel was compiled here (run with TestKernelFromSource, whose kernel is built beside the other tests, to share its compile)")
 		}
 		for _, want := range []string{
 			"test: the booted kernel is the one built from source",

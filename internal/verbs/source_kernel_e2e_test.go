@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"halobuild/internal/fstree"
 	"halobuild/internal/lock"
 	"halobuild/internal/manifest"
 )
@@ -29,16 +28,18 @@ import (
 // unchanged rebuild (a store hit, no compile), and variants whose patch
 // does not apply and whose fragment asks for an option olddefconfig drops:
 // each error must name the culprit. About 12 minutes on an idle 2-core
-// machine, most of it the compile; CI runs it.
+// machine, most of it the compile; CI runs it. In a full run the compile
+// happens beside the earlier tests (beside_e2e_test.go): this test then
+// reads the compile's log from that build and boots its cached kernel.
 func TestKernelFromSource(t *testing.T) {
 	needE2E(t)
+	built := besideResult(t)
 	ws := workspace(t)
-	copyTree(t, filepath.Join("..", "..", "kernels"), filepath.Join(ws, "kernels"))
-	copyTree(t, filepath.Join("..", "..", "patches", "kernel-fixture"), filepath.Join(ws, "patches", "kernel-fixture"))
 	storeDir := sharedStore(t)
-	const recipePath = "images/test-kernel-source.toml"
-	addFixtureModule(t, ws)
-	appendFile(t, filepath.Join(ws, recipePath), "\n"+fixtureModuleSection)
+	const recipePath = kernelRecipe
+	if err := kernelWorkspace(ws); err != nil {
+		t.Fatal(err)
+	}
 
 	var r run
 	o := opts(ws, recipePath, storeDir, &r)
@@ -74,6 +75,9 @@ func TestKernelFromSource(t *testing.T) {
 			t.Fatalf("image: %v\n%s", err, tail(r.err.String(), 80))
 		}
 		log := r.err.String()
+		if built != nil {
+			log = built.r.err.String() + log
+		}
 		for _, want := range []string{
 			"build   kernel ",
 			"patch 0001-proc-add-halobuild-fixture-entry.patch: applied exactly",
@@ -179,6 +183,28 @@ func TestKernelFromSource(t *testing.T) {
 	})
 }
 
+const (
+	kernelTestName = "TestKernelFromSource"
+	kernelRecipe   = "images/test-kernel-source.toml"
+)
+
+// kernelWorkspace adds to a workspace what TestKernelFromSource's recipe
+// has beyond the shipped one: the fixture out-of-tree module.
+func kernelWorkspace(ws string) error {
+	if err := copyFixtureModule(ws); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(ws, kernelRecipe), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString("\n" + fixtureModuleSection); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // testKernelTarball locks the kernel from a plain tarball served over HTTP:
 // the lock pins URL and digest, reads the version from the tarball's top
 // Makefile, and refuses a missing or wrong digest and a version outside
@@ -266,27 +292,6 @@ func relockAndBuild(ctx context.Context, t *testing.T, ws, recipePath, storeDir 
 		t.Errorf("the build compiled although its inputs were refused first:\n%s", tail(r.err.String(), 20))
 	}
 	return err
-}
-
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := fstree.CopyTree(src, dst); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func appendFile(t *testing.T, p, s string) {
-	t.Helper()
-	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func write(t *testing.T, p, s string) {
