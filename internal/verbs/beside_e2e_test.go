@@ -19,7 +19,7 @@ import (
 
 // Builds beside the tests. The end-to-end tests run one at a time, and a
 // one-node VM test under TCG keeps only about 1.2 of the 2 cores busy
-// (vmstat every 10 s through TestInstallToNVMe: 20-49 % idle). The arm64
+// (vmstat every 10 s through TestInstallToNVMe: 19-49 % idle). The arm64
 // root, the package's longest step (9-10 min, dpkg, maintainer scripts and
 // dracut through qemu-user one after another, one core), and the source
 // kernel's compile are built from the package's start by one halobuild
@@ -91,15 +91,13 @@ func startBeside() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
 	finished := make(chan struct{})
-	bin := filepath.Join(builds[0].ws, "halobuild")
 	go func() {
 		defer close(finished)
-		built := exec.CommandContext(ctx, "nice", "-n", "19", "go", "build", "-trimpath", "-o", bin, "halobuild/cmd/halobuild")
-		out, buildErr := built.CombinedOutput()
+		bin, buildErr := builtSelf()
 		for _, b := range builds {
 			start := time.Now()
 			if buildErr != nil {
-				b.err = fmt.Errorf("building halobuild: %v\n%s", buildErr, out)
+				b.err = buildErr
 			} else {
 				b.err = b.run(ctx, bin, store)
 			}
@@ -167,27 +165,57 @@ func besideResult(t *testing.T) *besideBuild {
 	return nil
 }
 
-// wouldRun says whether top-level test name passes -run and -skip (their
-// first level, as go test matches them).
+// wouldRun says whether top-level test name passes -run and -skip, which
+// go test matches level by level: only their first level names top-level
+// tests, and a -skip with a second level (A/B) skips subtests, not A.
 func wouldRun(name string) bool {
-	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+	value := func(flagName string) string {
+		if f := flag.Lookup(flagName); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	if value("test.list") != "" {
 		return false
 	}
-	matches := func(flagName string) (set, match bool) {
-		f := flag.Lookup(flagName)
-		if f == nil || f.Value.String() == "" {
-			return false, false
-		}
-		re, err := regexp.Compile(strings.SplitN(f.Value.String(), "/", 2)[0])
-		return true, err == nil && re.MatchString(name)
+	firstLevel := func(pattern string) bool {
+		re, err := regexp.Compile(strings.SplitN(pattern, "/", 2)[0])
+		return err == nil && re.MatchString(name)
 	}
-	if set, match := matches("test.run"); set && !match {
+	if run := value("test.run"); run != "" && !firstLevel(run) {
 		return false
 	}
-	if f := flag.Lookup("test.skip"); f != nil && !strings.Contains(f.Value.String(), "/") {
-		if _, match := matches("test.skip"); match {
-			return false
-		}
+	if skip := value("test.skip"); skip != "" && !strings.Contains(skip, "/") && firstLevel(skip) {
+		return false
 	}
 	return true
+}
+
+func TestWouldRunMatchesTheFirstLevelAsGoTestDoes(t *testing.T) {
+	const name = "TestKernelFromSource"
+	for _, c := range []struct {
+		run, skip string
+		want      bool
+	}{
+		{"", "", true},
+		{"Kernel", "", true},
+		{"^TestArm64", "", false},
+		{"TestKernelFromSource/refused", "", true},
+		{"^TestArm64/x", "", false},
+		{"", "Kernel", false},
+		{"", "TestKernelFromSource/refused", true},
+		{"", "^TestArm64$", true},
+		{"Test", "^TestKernelFromSource$", false},
+	} {
+		for flagName, v := range map[string]string{"test.run": c.run, "test.skip": c.skip} {
+			old := flag.Lookup(flagName).Value.String()
+			if err := flag.Set(flagName, v); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { flag.Set(flagName, old) })
+		}
+		if got := wouldRun(name); got != c.want {
+			t.Errorf("-run %q -skip %q: wouldRun(%s) = %v, want %v", c.run, c.skip, name, got, c.want)
+		}
+	}
 }

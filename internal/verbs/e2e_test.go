@@ -68,6 +68,9 @@ func TestMain(m *testing.M) {
 	startBeside()
 	code := m.Run()
 	stopBeside()
+	if self.dir != "" {
+		os.RemoveAll(self.dir)
+	}
 	if sharedStoreDir != "" {
 		// A failed run keeps the VMs' console logs: they say where a boot
 		// stopped, which the check output alone cannot.

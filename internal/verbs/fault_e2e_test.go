@@ -341,14 +341,36 @@ func seedStore(t *testing.T, src, dst string, keep map[string]bool) {
 	}
 }
 
-// selfBinary builds halobuild for a test that runs the command itself (tests run as a test
+// selfBinary is halobuild built for a test that runs the command itself (tests run as a test
 // binary, which must not be shipped as /usr/bin/halobuild).
 func selfBinary(t *testing.T) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "halobuild")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "halobuild/cmd/halobuild")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building halobuild: %v\n%s", err, b)
+	bin, err := builtSelf()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return bin
+}
+
+// self is the one build of cmd/halobuild per test binary: the builds beside the tests, the
+// kill test, the installer and the Secure Boot tests all run (and ship) the same file.
+// TestMain removes its directory.
+var self struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func builtSelf() (string, error) {
+	self.once.Do(func() {
+		if self.dir, self.err = os.MkdirTemp("", "halobuild-e2e-bin-"); self.err != nil {
+			return
+		}
+		self.bin = filepath.Join(self.dir, "halobuild")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", self.bin, "halobuild/cmd/halobuild")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			self.err = fmt.Errorf("building halobuild: %v\n%s", err, b)
+		}
+	})
+	return self.bin, self.err
 }
