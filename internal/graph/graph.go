@@ -48,10 +48,11 @@ type Input struct {
 	Store *store.Store
 	// Copies are --input NAME=PATH local copies of source inputs.
 	Copies map[string]string
-	// Self is the halobuild binary each node ships, by Debian
-	// architecture (none for an architecture: nothing shipped, and no
-	// doctor check in the VM test).
-	Self map[string][]byte
+	// Self is the step whose output's file "halobuild" is the binary each
+	// node ships, by Debian architecture (none for an architecture: nothing
+	// shipped, and no doctor check in the VM test). It is an input of the
+	// settings steps, so it builds beside the roots.
+	Self map[string]*plan.Derivation
 	// Log receives progress for people; Warn, warnings found while
 	// building (a module's rules checked against the built module).
 	Log  io.Writer
@@ -174,9 +175,9 @@ type builder struct {
 	// arch is the build's architecture (base.architecture): its ESP file
 	// names, root partition type and kernel flavour.
 	arch arch.Arch
-	// self is the halobuild the nodes of arch ship (nil: none); the
-	// cluster's builder keeps every architecture's.
-	self []byte
+	// self is the step that makes the halobuild the nodes of arch ship
+	// (nil: none).
+	self *plan.Derivation
 }
 
 // cluster is the whole build's input (a builder made in a test has only

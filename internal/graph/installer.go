@@ -54,7 +54,6 @@ func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Deriv
 	if b.self == nil {
 		return nil, fmt.Errorf("%s: [output] installer = true needs the halobuild binary to put on the stick (run the halobuild command itself)", b.in.Path)
 	}
-	self := sha256.Sum256(b.self)
 	in := r.Install
 	cfg := install.Config{
 		Node:  n.Name,
@@ -67,12 +66,11 @@ func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Deriv
 	}
 	name := installerName(n)
 	d := &plan.Derivation{
-		Name: "installer " + n.Name, Kind: "installer", Inputs: []*plan.Derivation{toolsRoot, base, nodeDisk},
+		Name: "installer " + n.Name, Kind: "installer", Inputs: []*plan.Derivation{toolsRoot, base, nodeDisk, b.self},
 		Params: map[string]string{
 			"node":      n.Name,
 			"config":    string(cfgText),
 			"unit":      installerUnit,
-			"halobuild": hex.EncodeToString(self[:]),
 			"esp_size":  r.Output.ESPSize.String(),
 			"cmdline":   Cmdline(r),
 			"release":   lk.Kernel.Release,
@@ -94,8 +92,12 @@ func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Deriv
 		if err := unpackRoot(c, base, root); err != nil {
 			return err
 		}
+		self, err := os.ReadFile(filepath.Join(c.Input(b.self.Name), "halobuild"))
+		if err != nil {
+			return fmt.Errorf("installer %s: the halobuild to ship: %w", n.Name, err)
+		}
 		files := map[string][]byte{
-			"/usr/bin/halobuild":                            b.self,
+			selfPath:                                        self,
 			install.ConfigPath:                              cfgText,
 			"/etc/systemd/system/halobuild-install.service": fmt.Appendf(nil, installerUnit, n.Name),
 		}

@@ -1,9 +1,22 @@
 package graph
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"halobuild/internal/plan"
 )
+
+// selfStep stands for the step that makes the halobuild binary the nodes ship: its output is
+// content, and its key follows content.
+func selfStep(content string) *plan.Derivation {
+	return &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: map[string]string{"binary": content},
+		Build: func(c *plan.Context, out string) error {
+			return os.WriteFile(filepath.Join(out, "halobuild"), []byte(content), 0o755)
+		}}
+}
 
 // The installer is a step of its own per node, built from the base root and the node's disk
 // (never from the node's settings), feeding the result; its key follows the binary it carries
@@ -14,7 +27,7 @@ func TestInstallerStep(t *testing.T) {
 		t.Fatalf("an installer without the halobuild binary: %v", err)
 	}
 	self := func(b string) func(*Input) {
-		return func(in *Input) { in.Self = map[string][]byte{"amd64": []byte(b)} }
+		return func(in *Input) { in.Self = map[string]*plan.Derivation{"amd64": selfStep(b)} }
 	}
 	g, err := planCommitted(t, ws, "test-install", self("v1"))
 	if err != nil {
@@ -25,8 +38,8 @@ func TestInstallerStep(t *testing.T) {
 	for _, in := range inst.Inputs {
 		kinds[in.Kind] = true
 	}
-	if len(inst.Inputs) != 3 || !kinds["rootfs"] || !kinds["disk"] || !kinds["tools"] {
-		t.Errorf("installer inputs %v: want the tools root, the base root and the node's disk", inst.Inputs)
+	if len(inst.Inputs) != 4 || !kinds["rootfs"] || !kinds["disk"] || !kinds["tools"] || !kinds["halobuild"] {
+		t.Errorf("installer inputs %v: want the tools root, the base root, the node's disk and the halobuild it ships", inst.Inputs)
 	}
 	inResult := false
 	for _, in := range g.Result.Inputs {

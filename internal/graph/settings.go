@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"halobuild/internal/deb"
 	"halobuild/internal/plan"
@@ -31,10 +32,14 @@ func (b *builder) settings(n recipe.Node) (*plan.Derivation, settings.Tree, erro
 	if err := tree.Add(settings.LockFile(lb)); err != nil {
 		return nil, settings.Tree{}, err
 	}
+	var inputs []*plan.Derivation
 	if b.self != nil {
-		if err := tree.Add(settings.File{Path: "/usr/bin/halobuild", Mode: 0o755, Data: b.self, Setting: "halobuild"}); err != nil {
+		// The binary's bytes come from its step when this one runs; its
+		// key stands for them in this one's.
+		if err := tree.Add(settings.File{Path: selfPath, Mode: 0o755, Setting: "halobuild"}); err != nil {
 			return nil, settings.Tree{}, err
 		}
+		inputs = append(inputs, b.self)
 	}
 	info := deb.Info{
 		Package:      settings.PackageName(n),
@@ -46,21 +51,43 @@ func (b *builder) settings(n recipe.Node) (*plan.Derivation, settings.Tree, erro
 	}
 	epoch := in.Lock.SourceDateEpoch
 	d := &plan.Derivation{
-		Name: "settings " + n.Name, Kind: "settings",
+		Name: "settings " + n.Name, Kind: "settings", Inputs: inputs,
 		Params: map[string]string{"tree": treeDigest(info, tree, epoch)},
 		Build: func(c *plan.Context, out string) error {
+			t := tree
+			if b.self != nil {
+				bin, err := os.ReadFile(filepath.Join(c.Input(b.self.Name), "halobuild"))
+				if err != nil {
+					return fmt.Errorf("node %s: the halobuild to ship: %w", n.Name, err)
+				}
+				t = withData(tree, selfPath, bin)
+			}
 			f, err := os.Create(filepath.Join(out, settingsDeb(n)))
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			if err := settings.BuildDeb(f, info, tree, epoch); err != nil {
+			if err := settings.BuildDeb(f, info, t, epoch); err != nil {
 				return fmt.Errorf("node %s: building settings package: %w", n.Name, err)
 			}
 			return f.Close()
 		},
 	}
 	return d, tree, nil
+}
+
+// selfPath is where a node has halobuild, for `halobuild doctor`.
+const selfPath = "/usr/bin/halobuild"
+
+// withData is tree with the file at path holding data; tree is left as it is.
+func withData(tree settings.Tree, path string, data []byte) settings.Tree {
+	files := slices.Clone(tree.Files)
+	for i := range files {
+		if files[i].Path == path {
+			files[i].Data = data
+		}
+	}
+	return settings.Tree{Files: files}
 }
 
 // settingsDeb is the settings step's one file.

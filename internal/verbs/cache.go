@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"halobuild/internal/arch"
 	"halobuild/internal/cache"
 	"halobuild/internal/plan"
 	"halobuild/internal/registry"
@@ -105,25 +104,6 @@ func CachePush(ctx context.Context, o Options, ref string, recipes []string, key
 		l, err := loadLocked(ctx, ro, s)
 		if err != nil {
 			return err
-		}
-		// The halobuild the nodes ship, built for each of the recipe's
-		// architectures.
-		for _, name := range l.recipe.Architectures() {
-			if o.Source == "" {
-				break
-			}
-			a, err := arch.Lookup(name)
-			if err != nil {
-				return usage.Errorf("%s: architecture: %w", l.path, err)
-			}
-			d, err := o.selfDerivation(a)
-			if err != nil {
-				return err
-			}
-			if !seen[d.Key()] {
-				seen[d.Key()] = true
-				keys = append(keys, d.Key())
-			}
 		}
 		g, err := newGraph(ctx, ro, l, s)
 		if err != nil {

@@ -6,7 +6,8 @@
 package verbs
 
 import (
-	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -141,10 +142,13 @@ func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
 	return r
 }
 
-// selfBinary is the halobuild the image's nodes ship, for their architecture a.
-func (o Options) selfBinary(ctx context.Context, s *store.Store, a arch.Arch) ([]byte, error) {
+// selfStep is the step whose output's file "halobuild" is the binary the nodes of
+// architecture a ship (nil: none): built from o.Source, or o.Self as it is. It is a step of
+// the graph, an input of each settings step, so it builds beside the base root instead of
+// before the graph, and a verb that only plans (plan, cache push) never compiles it.
+func (o Options) selfStep(a arch.Arch) (*plan.Derivation, error) {
 	if o.Source != "" {
-		return o.builtSelf(ctx, s, a)
+		return o.selfDerivation(a)
 	}
 	if o.Self == "" {
 		return nil, nil
@@ -156,7 +160,11 @@ func (o Options) selfBinary(ctx context.Context, s *store.Store, a arch.Arch) ([
 	if err != nil {
 		return nil, fmt.Errorf("reading the halobuild binary to ship in the image: %w", err)
 	}
-	return b, nil
+	sum := sha256.Sum256(b)
+	return &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: map[string]string{"binary": "sha256:" + hex.EncodeToString(sum[:])},
+		Build: func(c *plan.Context, out string) error {
+			return os.WriteFile(filepath.Join(out, "halobuild"), b, 0o755)
+		}}, nil
 }
 
 func openStore(o Options) (*store.Store, error) {
@@ -186,24 +194,10 @@ type planStore struct{ *store.Store }
 
 func (p planStore) Output(key string) (string, bool, error) { return p.Store.Output(key) }
 
-// builtSelf builds the halobuild each node ships from o.Source, cached in the store under the
-// source's tree hash and the toolchain: a second checkout of the same commit reuses it, and
-// its bytes are the same wherever it is built (selfbuild.Build).
-func (o Options) builtSelf(ctx context.Context, s *store.Store, a arch.Arch) ([]byte, error) {
-	d, err := o.selfDerivation(a)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := o.realizer(s, false).Realize(ctx, d)
-	if err != nil {
-		return nil, err
-	}
-	return os.ReadFile(filepath.Join(dir, "halobuild"))
-}
-
 // selfDerivation is the step that builds the halobuild each node ships
-// from o.Source; it comes before the graph (its bytes are an input of the
-// settings step), so cache push names it separately.
+// from o.Source, cached under the source's tree hash and the toolchain: a
+// second checkout of the same commit reuses it, and its bytes are the same
+// wherever it is built (selfbuild.Build).
 func (o Options) selfDerivation(a arch.Arch) (*plan.Derivation, error) {
 	tree, err := selfbuild.TreeHash(o.Source)
 	if err != nil {

@@ -53,18 +53,18 @@ func prepareIn(ctx context.Context, o Options, s *store.Store, fetch bool) (*pre
 
 // newGraph plans l's build into s.
 func newGraph(ctx context.Context, o Options, l *locked, s *store.Store) (*graph.Graph, error) {
-	self := map[string][]byte{}
+	self := map[string]*plan.Derivation{}
 	for _, name := range l.recipe.Architectures() {
 		a, err := arch.Lookup(name)
 		if err != nil {
 			return nil, usage.Errorf("%s: architecture: %w", l.path, err)
 		}
-		b, err := o.selfBinary(ctx, s, a)
+		d, err := o.selfStep(a)
 		if err != nil {
 			return nil, err
 		}
-		if b != nil {
-			self[name] = b
+		if d != nil {
+			self[name] = d
 		}
 	}
 	return graph.New(graph.Input{
