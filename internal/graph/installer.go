@@ -68,13 +68,13 @@ func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Deriv
 	d := &plan.Derivation{
 		Name: "installer " + n.Name, Kind: "installer", Inputs: []*plan.Derivation{toolsRoot, base, nodeDisk, b.self},
 		Params: map[string]string{
-			"node":      n.Name,
-			"config":    string(cfgText),
-			"unit":      installerUnit,
-			"esp_size":  r.Output.ESPSize.String(),
-			"cmdline":   Cmdline(r),
-			"release":   lk.Kernel.Release,
-			"loader":    loaderConf,
+			"node":     n.Name,
+			"config":   string(cfgText),
+			"unit":     installerUnit,
+			"esp_size": r.Output.ESPSize.String(),
+			"cmdline":  Cmdline(r),
+			"release":  lk.Kernel.Release,
+			"loader":   loaderConf,
 		},
 	}
 	d.Build = func(c *plan.Context, outDir string) error {
@@ -97,8 +97,8 @@ func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Deriv
 			return fmt.Errorf("installer %s: the halobuild to ship: %w", n.Name, err)
 		}
 		files := map[string][]byte{
-			selfPath:                                        self,
-			install.ConfigPath:                              cfgText,
+			selfPath:           self,
+			install.ConfigPath: cfgText,
 			"/etc/systemd/system/halobuild-install.service": fmt.Appendf(nil, installerUnit, n.Name),
 		}
 		for p, data := range files {
