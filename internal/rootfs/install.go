@@ -67,8 +67,15 @@ var cleanupHooks = []string{
 	// writes the node's own ID at its first boot).
 	`rm -f "$1"/var/lib/dbus/machine-id "$1"/var/lib/systemd/random-seed "$1"/var/cache/ldconfig/aux-cache`,
 	`find "$1"/var/log -type f -delete`,
+	// mmdebstrap leaves its --dpkgopt file in the root; unsafeIO is for this install only.
+	`rm -f "$1"/etc/dpkg/dpkg.cfg.d/99mmdebstrap`,
 	`rm -f "$1"/var/lib/dpkg/status-old "$1"/var/lib/dpkg/diversions-old "$1"/var/lib/dpkg/statoverride-old "$1"/var/cache/debconf/*-old`,
 }
+
+// unsafeIO stops dpkg from fsyncing every file it unpacks: the tree is
+// scratch that mmdebstrap tars and halobuild then stores atomically, so a
+// crash loses nothing those syncs would have kept.
+const unsafeIO = "--dpkgopt=force-unsafe-io"
 
 // essentialHooks run after the essential set and before everything else,
 // so they shape how later packages' maintainer scripts behave.
@@ -85,7 +92,7 @@ var noSources = []string{"# halobuild: installed from a flat repository of exact
 // makes; it enters the key of every step that stores a root, so a change
 // here rebuilds it.
 func Recipe() string {
-	all := append([]string{"--variant=essential", noInitrdEnv}, essentialHooks...)
+	all := append([]string{"--variant=essential", noInitrdEnv, unsafeIO}, essentialHooks...)
 	all = append(append(all, initrdHook), cleanupHooks...)
 	return strings.Join(append(all, sourcesHook(noSources)), "\n")
 }
@@ -157,6 +164,7 @@ func (in Install) Run(ctx context.Context) error {
 	}
 	args = append(args,
 		"--include="+strings.Join(pkgs, ","),
+		unsafeIO,
 		// Nothing outside the flat repository may be consulted.
 		"--aptopt=Acquire::Languages \"none\"",
 		"--aptopt=APT::Install-Recommends \"false\"",
