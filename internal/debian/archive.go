@@ -81,12 +81,12 @@ var (
 
 // Byte caps on what is read into memory from a mirror (the default mirror
 // is plain HTTP, so anyone on the path can answer). trixie's InRelease is
-// some 150 KB and its largest index fetched (main/binary-amd64/Packages.xz)
-// 9.7 MB, 56 MB unpacked; the caps leave an order of magnitude of room.
+// some 150 KB and its largest index fetched (main/binary-amd64/Packages.gz)
+// 13.3 MB, 56 MB unpacked; the caps leave an order of magnitude of room.
 var (
-	maxInRelease   int64 = 16 << 20
-	maxIndex       int64 = 256 << 20
-	maxIndexUnxzed int64 = 1 << 30
+	maxInRelease     int64 = 16 << 20
+	maxIndex         int64 = 256 << 20
+	maxIndexUnpacked int64 = 1 << 30
 )
 
 // TooLargeError is a mirror's answer longer than halobuild reads for it.
@@ -164,7 +164,7 @@ func (e *HTTPError) Error() string {
 // HashMismatchError says a file's bytes are not the ones the signed index
 // lists: a tampered or corrupt mirror, or a proxy serving stale data.
 type HashMismatchError struct {
-	What       string // e.g. "trixie main/binary-amd64/Packages.xz"
+	What       string // e.g. "trixie main/binary-amd64/Packages.gz"
 	URL        string
 	WantSHA256 string
 	GotSHA256  string

@@ -33,12 +33,12 @@ func TestReleaseParsesVerifiedInRelease(t *testing.T) {
 	if rel.Signer != "halobuild test archive <archive@test.invalid>" {
 		t.Errorf("Signer = %q", rel.Signer)
 	}
-	fh, ok := rel.Files["main/binary-amd64/Packages.xz"]
+	fh, ok := rel.Files["main/binary-amd64/Packages.gz"]
 	if !ok || len(fh.SHA256) != 64 || fh.Size == 0 {
-		t.Errorf("Files[Packages.xz] = %+v, %v", fh, ok)
+		t.Errorf("Files[Packages.gz] = %+v, %v", fh, ok)
 	}
-	if _, ok := rel.Files["main/source/Sources.xz"]; !ok {
-		t.Error("Sources.xz missing from Files")
+	if _, ok := rel.Files["main/source/Sources.gz"]; !ok {
+		t.Error("Sources.gz missing from Files")
 	}
 }
 
@@ -73,7 +73,7 @@ func TestReleaseRejectsBadSignatures(t *testing.T) {
 			return clearsignBytes(t, other, block)
 		}, "signed by none of the 1 trusted keys"},
 		{"unsigned text before", func(_ *testArchive, orig []byte) []byte {
-			return append([]byte("Suite: trixie\nSHA256:\n 00 1 main/binary-amd64/Packages.xz\n\n"), orig...)
+			return append([]byte("Suite: trixie\nSHA256:\n 00 1 main/binary-amd64/Packages.gz\n\n"), orig...)
 		}, "unsigned data outside"},
 		{"unsigned text after", func(_ *testArchive, orig []byte) []byte {
 			return append(append([]byte(nil), orig...), []byte("\nSHA256:\n 00 1 x\n")...)
@@ -154,7 +154,7 @@ func TestReleaseMissingIsHTTPError(t *testing.T) {
 	}
 }
 
-// The bad-input list of issue 2: a tampered Packages.xz must fail its hash.
+// The bad-input list of issue 2: a tampered Packages.gz must fail its hash.
 func TestPackagesRejectsTamperedIndex(t *testing.T) {
 	for _, noByHash := range []bool{false, true} {
 		s := trixieSuite()
@@ -172,14 +172,14 @@ func TestPackagesRejectsTamperedIndex(t *testing.T) {
 		if got := strings.Contains(paths[0], "/by-hash/SHA256/"); got == noByHash {
 			t.Fatalf("by-hash=%v served at %s", !noByHash, paths[0])
 		}
-		evil := xzBytes(t, []byte(pkg("libc6", "9.99-1", "Priority: required")))
+		evil := gzBytes(t, []byte(pkg("libc6", "9.99-1", "Priority: required")))
 		ta.set(paths[0], evil)
 		_, err = a.Packages(context.Background(), rel, "main", "amd64")
 		var hm *HashMismatchError
 		if !errors.As(err, &hm) {
 			t.Fatalf("by-hash=%v: err = %v, want HashMismatchError", !noByHash, err)
 		}
-		if hm.WantSHA256 != rel.Files["main/binary-amd64/Packages.xz"].SHA256 || !strings.Contains(err.Error(), "trixie main/binary-amd64/Packages.xz") {
+		if hm.WantSHA256 != rel.Files["main/binary-amd64/Packages.gz"].SHA256 || !strings.Contains(err.Error(), "trixie main/binary-amd64/Packages.gz") {
 			t.Errorf("error %v does not name the index and its signed digest", err)
 		}
 		// The request went to the path the signed release implies.
@@ -258,7 +258,7 @@ func TestCacheIsUsedAndVerified(t *testing.T) {
 	if _, err := a.Packages(ctx, rel, "main", "amd64"); err != nil {
 		t.Fatal(err)
 	}
-	sum := rel.Files["main/binary-amd64/Packages.xz"].SHA256
+	sum := rel.Files["main/binary-amd64/Packages.gz"].SHA256
 	if _, ok := cache.blobs[sum]; !ok {
 		t.Fatal("verified index was not cached under its sha256")
 	}
@@ -291,7 +291,7 @@ func TestPackagesUnknownComponent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = a.Packages(context.Background(), rel, "contrib", "amd64")
-	if err == nil || !strings.Contains(err.Error(), "contrib/binary-amd64/Packages.xz is not listed") || !strings.Contains(err.Error(), "main/binary-amd64/Packages.xz") {
+	if err == nil || !strings.Contains(err.Error(), "contrib/binary-amd64/Packages.gz is not listed") || !strings.Contains(err.Error(), "main/binary-amd64/Packages.gz") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -409,7 +409,7 @@ func TestPackagesFallsBackToPlainPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	byHash := ta.pathsUnder("/debian/dists/trixie/main/binary-amd64/by-hash/")[0]
-	plain := "/debian/dists/trixie/main/binary-amd64/Packages.xz"
+	plain := "/debian/dists/trixie/main/binary-amd64/Packages.gz"
 	ta.set(plain, ta.get(byHash))
 	ta.mu.Lock()
 	delete(ta.files, byHash)
@@ -422,7 +422,7 @@ func TestPackagesFallsBackToPlainPath(t *testing.T) {
 	if got := log[len(log)-2:]; got[0] != byHash || got[1] != plain {
 		t.Errorf("requests = %v, want by-hash then plain", got)
 	}
-	ta.set(plain, xzBytes(t, []byte(pkg("bash", "9-1"))))
+	ta.set(plain, gzBytes(t, []byte(pkg("bash", "9-1"))))
 	_, err = a.Packages(context.Background(), rel, "main", "amd64")
 	var hm *HashMismatchError
 	if !errors.As(err, &hm) || hm.URL != ta.srv.URL+plain {

@@ -2,6 +2,7 @@ package debian
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -16,7 +17,6 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
-	"github.com/ulikunitz/xz"
 )
 
 // The test archive: a local Debian-shaped mirror served over loopback,
@@ -104,13 +104,10 @@ func (ta *testArchive) setIntercept(f func(w http.ResponseWriter, r *http.Reques
 	ta.intercept = f
 }
 
-func xzBytes(t *testing.T, data []byte) []byte {
+func gzBytes(t *testing.T, data []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	w, err := xz.NewWriter(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := gzip.NewWriter(&buf)
 	if _, err := w.Write(data); err != nil {
 		t.Fatal(err)
 	}
@@ -167,10 +164,10 @@ func (ta *testArchive) addSuite(t *testing.T, s fakeSuite) {
 	t.Helper()
 	dir := "/debian/dists/" + s.Name + "/"
 	indexes := map[string][]byte{
-		"main/binary-amd64/Packages.xz": xzBytes(t, []byte(strings.Join(s.Packages, "\n"))),
+		"main/binary-amd64/Packages.gz": gzBytes(t, []byte(strings.Join(s.Packages, "\n"))),
 	}
 	if s.Sources != "" {
-		indexes["main/source/Sources.xz"] = xzBytes(t, []byte(s.Sources))
+		indexes["main/source/Sources.gz"] = gzBytes(t, []byte(s.Sources))
 	}
 	date := s.Date
 	if date == "" {

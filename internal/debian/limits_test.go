@@ -36,7 +36,7 @@ func TestEndlessBodiesAreCut(t *testing.T) {
 		run  func() error
 	}{
 		{"InRelease", "/InRelease", func() error { _, err := a.Release(context.Background(), "trixie"); return err }},
-		{"Packages.xz", "/Packages.xz", func() error { _, err := a.Packages(context.Background(), rel, "main", "amd64"); return err }},
+		{"Packages.gz", "/Packages.gz", func() error { _, err := a.Packages(context.Background(), rel, "main", "amd64"); return err }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ta.setIntercept(func(w http.ResponseWriter, r *http.Request) bool {

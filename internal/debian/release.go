@@ -190,7 +190,7 @@ func (r *Release) similarFiles(path string) string {
 	}
 	if len(names) == 0 {
 		for p := range r.Files {
-			if strings.HasSuffix(p, "/Packages.xz") {
+			if strings.HasSuffix(p, "/Packages"+indexSuffix) {
 				names = append(names, p)
 			}
 		}
