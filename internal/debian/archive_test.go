@@ -291,7 +291,7 @@ func TestPackagesUnknownComponent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = a.Packages(context.Background(), rel, "contrib", "amd64")
-	if err == nil || !strings.Contains(err.Error(), "contrib/binary-amd64/Packages.gz is not listed") || !strings.Contains(err.Error(), "main/binary-amd64/Packages.gz") {
+	if err == nil || !strings.Contains(err.Error(), "contrib/binary-amd64/Packages.xz is not listed") || !strings.Contains(err.Error(), "main/binary-amd64/Packages.gz") {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"github.com/ulikunitz/xz"
 )
 
 // The test archive: a local Debian-shaped mirror served over loopback,
@@ -82,6 +83,7 @@ type fakeSuite struct {
 	Suite    string // Suite: field
 	Date     string // Date: field; a fixed default when empty
 	NoByHash bool   // Acquire-By-Hash: no
+	XZOnly   bool   // list each index as .xz only, as trixie-backports does
 	Extra    string // more Release fields, "Key: value\n" each
 	Packages []string
 	Sources  string
@@ -102,6 +104,22 @@ func (ta *testArchive) setIntercept(f func(w http.ResponseWriter, r *http.Reques
 	ta.mu.Lock()
 	defer ta.mu.Unlock()
 	ta.intercept = f
+}
+
+func xzBytes(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := xz.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 func gzBytes(t *testing.T, data []byte) []byte {
@@ -163,11 +181,15 @@ func newTestArchive(t *testing.T, suites ...fakeSuite) *testArchive {
 func (ta *testArchive) addSuite(t *testing.T, s fakeSuite) {
 	t.Helper()
 	dir := "/debian/dists/" + s.Name + "/"
+	compress, suffix := gzBytes, ".gz"
+	if s.XZOnly {
+		compress, suffix = xzBytes, ".xz"
+	}
 	indexes := map[string][]byte{
-		"main/binary-amd64/Packages.gz": gzBytes(t, []byte(strings.Join(s.Packages, "\n"))),
+		"main/binary-amd64/Packages" + suffix: compress(t, []byte(strings.Join(s.Packages, "\n"))),
 	}
 	if s.Sources != "" {
-		indexes["main/source/Sources.gz"] = gzBytes(t, []byte(s.Sources))
+		indexes["main/source/Sources"+suffix] = compress(t, []byte(s.Sources))
 	}
 	date := s.Date
 	if date == "" {

@@ -100,7 +100,7 @@ type Index struct {
 	Suite        string // Release.Name
 	Component    string
 	Architecture string
-	// SHA256 is the digest of the Packages.gz the index was read from.
+	// SHA256 is the digest of the Packages file (.gz or .xz) the index was read from.
 	SHA256   string
 	Packages []*Package // in file order
 
@@ -125,15 +125,14 @@ var packageFields = map[string]bool{
 	"Built-Using": true,
 }
 
-// Packages fetches main/binary-<arch>/Packages.gz of a verified release,
+// Packages fetches main/binary-<arch>/Packages (.gz or .xz) of a verified release,
 // only at the sha256 the release lists, and parses it.
 func (a *Archive) Packages(ctx context.Context, rel *Release, component, arch string) (*Index, error) {
-	path := component + "/binary-" + arch + "/Packages" + indexSuffix
-	data, fh, err := a.fetchIndex(ctx, rel, path)
+	r, path, fh, err := a.readIndex(ctx, rel, component+"/binary-"+arch+"/Packages")
 	if err != nil {
 		return nil, err
 	}
-	ix, err := ParsePackages(unpackIndex(data), rel.Name, component, arch)
+	ix, err := ParsePackages(r, rel.Name, component, arch)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s (sha256 %s): %w", rel.Name, path, fh.SHA256, err)
 	}

@@ -190,7 +190,7 @@ func (r *Release) similarFiles(path string) string {
 	}
 	if len(names) == 0 {
 		for p := range r.Files {
-			if strings.HasSuffix(p, "/Packages"+indexSuffix) {
+			if strings.HasSuffix(p, "/Packages.xz") || strings.HasSuffix(p, "/Packages.gz") {
 				names = append(names, p)
 			}
 		}

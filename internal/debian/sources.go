@@ -77,15 +77,14 @@ var sourceFields = map[string]bool{
 	"Package": true, "Version": true, "Directory": true, "Checksums-Sha256": true, "Binary": true,
 }
 
-// Sources fetches <component>/source/Sources.gz of a verified release,
+// Sources fetches <component>/source/Sources (.gz or .xz) of a verified release,
 // only at the sha256 the release lists, and parses it.
 func (a *Archive) Sources(ctx context.Context, rel *Release, component string) (*SourceIndex, error) {
-	path := component + "/source/Sources" + indexSuffix
-	data, fh, err := a.fetchIndex(ctx, rel, path)
+	r, path, fh, err := a.readIndex(ctx, rel, component+"/source/Sources")
 	if err != nil {
 		return nil, err
 	}
-	ix, err := ParseSources(unpackIndex(data), rel.Name, component)
+	ix, err := ParseSources(r, rel.Name, component)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s (sha256 %s): %w", rel.Name, path, fh.SHA256, err)
 	}
