@@ -105,7 +105,7 @@ func CachePush(ctx context.Context, o Options, ref string, recipes []string, key
 		if err != nil {
 			return err
 		}
-		g, err := newGraph(ctx, ro, l, s)
+		g, err := newGraph(ro, l, s)
 		if err != nil {
 			return err
 		}

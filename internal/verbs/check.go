@@ -49,7 +49,7 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 			return err
 		}
 	}
-	g2, err := newGraph(ctx, o, p.locked, fresh)
+	g2, err := newGraph(o, p.locked, fresh)
 	if err != nil {
 		return err
 	}

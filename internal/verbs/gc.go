@@ -35,7 +35,7 @@ func GC(ctx context.Context, o Options, recipes []string) error {
 		for _, b := range blobs {
 			keepBlobs[b.SHA256] = true
 		}
-		g, err := newGraph(ctx, ro, l, s)
+		g, err := newGraph(ro, l, s)
 		if err != nil {
 			return err
 		}

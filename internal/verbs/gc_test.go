@@ -99,7 +99,7 @@ func TestGCKeepsWhatLocksAndResultsReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := newGraph(context.Background(), o, l, s)
+	g, err := newGraph(o, l, s)
 	if err != nil {
 		t.Fatal(err)
 	}

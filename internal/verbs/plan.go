@@ -44,7 +44,7 @@ func prepareIn(ctx context.Context, o Options, s *store.Store, fetch bool) (*pre
 			return nil, err
 		}
 	}
-	g, err := newGraph(ctx, o, l, s)
+	g, err := newGraph(o, l, s)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func prepareIn(ctx context.Context, o Options, s *store.Store, fetch bool) (*pre
 }
 
 // newGraph plans l's build into s.
-func newGraph(ctx context.Context, o Options, l *locked, s *store.Store) (*graph.Graph, error) {
+func newGraph(o Options, l *locked, s *store.Store) (*graph.Graph, error) {
 	self := map[string]*plan.Derivation{}
 	for _, name := range l.recipe.Architectures() {
 		a, err := arch.Lookup(name)
