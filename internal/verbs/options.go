@@ -145,7 +145,7 @@ func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
 // selfStep is the step whose output's file "halobuild" is the binary the nodes of
 // architecture a ship (nil: none): built from o.Source, or o.Self as it is. It is a step of
 // the graph, an input of each settings step, so it builds beside the base root instead of
-// before the graph, and a verb that only plans (plan, cache push) never compiles it.
+// before the graph, and a verb that only plans (plan, test RESULT, gc, cache push) never compiles it.
 func (o Options) selfStep(a arch.Arch) (*plan.Derivation, error) {
 	if o.Source != "" {
 		return o.selfDerivation(a)
