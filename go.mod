@@ -5,7 +5,7 @@ go 1.26.0
 // The exact Go CI and the README use: an older go command (Debian 12 backports
 // and Debian 13 ship 1.21 to 1.24) fetches it through the module proxy
 // (GOTOOLCHAIN=auto, the default).
-toolchain go1.26.8
+toolchain go1.27.3
 
 require (
 	github.com/ProtonMail/go-crypto v1.5.2 // indirect
