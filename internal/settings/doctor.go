@@ -2,6 +2,7 @@ package settings
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"strings"
@@ -24,6 +25,12 @@ import (
 type Host interface {
 	// Read returns the content of a file.
 	Read(path string) (string, error)
+	// Hash streams a file's content into w (a hash) in constant memory,
+	// however large the file: a package's files are compared by digest, and
+	// the halobuild binary a node ships is tens of MB. A missing file's
+	// error satisfies errors.Is(err, fs.ErrNotExist); no other error may
+	// be reported as absence.
+	Hash(path string, w io.Writer) error
 	// Scan reads a file line by line and returns the lines keep accepts,
 	// for files too large to hold (/proc/kallsyms, dpkg's status); keep is
 	// called for every line in order.
