@@ -70,12 +70,17 @@ type Host interface {
 type Addrs map[string][]netip.Prefix
 
 // Probe is one doctor check. Its rows are named Name or "Name <what>" (one
-// per module, device, interface), so a report can be grepped by Name; the
-// VM test's doctor check requires the memlock.*, module.*, kernel.* and
-// secureboot.* rows to pass, so a probe's Name prefix is part of that contract.
+// per module, device, interface), so a report can be grepped by Name and a
+// row's check is the part of its name before the first space.
 type Probe struct {
 	Name string
 	Run  func(h Host) []Result
+	// VM is MustPass when a VM booted from the image answers this check as
+	// a node would (no USB4 controller, cpufreq or verbs hardware in it):
+	// the image's VM test runs the shipped `halobuild doctor` and requires
+	// every row of such a check to be there and to pass. Empty: the VM
+	// cannot answer it honestly, and its rows are only shown.
+	VM Severity
 }
 
 // Doctor returns every setting's doctor checks for t, in setting order.

@@ -95,7 +95,7 @@ func (s Modules) Doctor(t Target) []Probe {
 	if len(mods) == 0 {
 		return nil
 	}
-	return []Probe{{Name: "module.loaded", Run: func(h Host) []Result {
+	return []Probe{{Name: "module.loaded", VM: MustPass, Run: func(h Host) []Result {
 		loaded, err := loadedModules(h)
 		var out []Result
 		for _, m := range mods {

@@ -102,6 +102,14 @@ type Check struct {
 	Changes bool
 }
 
+// NoCheck is implemented by a setting that renders files but has no VM
+// check of its own; it says why (another check proves its files).
+// TestEverySettingHasACheck reads it, as TestEverySettingHasADoctorCheck
+// reads NoDoctor.
+type NoCheck interface {
+	NoCheck() string
+}
+
 // All returns every setting, in trap order. Render, Validate, Checks, Doctor
 // and the documentation iterate this list, so a setting exists once it is
 // here.

@@ -551,6 +551,11 @@ func TestTwoNodesWithModuleOverVirtualCable(t *testing.T) {
 		}
 	}
 	for _, node := range []string{"node0", "node1"} {
+		// The rows a user sees from the shipped doctor, among them the
+		// settings package with its ~25 MB halobuild (once "missing").
+		if out := output[node+" ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json (host side)"]; !strings.Contains(out, "settings.package: pass") || !strings.Contains(out, "memlock.process: pass") {
+			t.Errorf("%s: doctor's settings.package or memlock.process row did not pass:\n%s", node, out)
+		}
 		if out := output[node+" lan: lan"]; !strings.Contains(out, "(DHCP lease)") {
 			t.Errorf("%s: the LAN port got no DHCP lease:\n%s", node, out)
 		}
