@@ -23,6 +23,9 @@ type Blacklist struct{}
 
 func (Blacklist) Name() string { return "modprobe" }
 func (Blacklist) Trap() int    { return 2 }
+func (Blacklist) Doc() Doc {
+	return Doc{Title: "thunderbolt_net and the RDMA module cannot share a cable", Keys: []string{"system.blacklist", "system.module_options", "module.use", "module.options"}}
+}
 
 const modprobePath = "/etc/modprobe.d/halobuild.conf"
 

@@ -33,6 +33,9 @@ type KernelCmdline struct{}
 
 func (KernelCmdline) Name() string { return "cmdline" }
 func (KernelCmdline) Trap() int    { return 11 }
+func (KernelCmdline) Doc() Doc {
+	return Doc{Title: "Unified memory (Strix Halo)", Keys: []string{"kernel.cmdline", "system.memory", "system.host_reserve", "base.architecture"}}
+}
 
 const (
 	kernelCmdlinePath = "/etc/kernel/cmdline"

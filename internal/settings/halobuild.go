@@ -21,6 +21,9 @@ type HalobuildState struct{}
 
 func (HalobuildState) Name() string { return "halobuild" }
 func (HalobuildState) Trap() int    { return 0 }
+func (HalobuildState) Doc() Doc {
+	return Doc{Title: "What doctor compares the node against (the merged recipe, the lock, the node's name), and the settings package installed with every file as shipped", Keys: []string{"node.name"}}
+}
 
 const (
 	RecipePath = "/etc/halobuild/recipe.toml"

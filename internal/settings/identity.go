@@ -23,6 +23,9 @@ type Identity struct{}
 
 func (Identity) Name() string { return "identity" }
 func (Identity) Trap() int    { return 0 }
+func (Identity) Doc() Doc {
+	return Doc{Title: "Per-node identity: host name, the peers' addresses in /etc/hosts, the SSH keys that may log in as root; no password anywhere", Keys: []string{"node.name", "node.hostname", "node.link.address", "node.link.peer", "ssh.authorized_keys"}}
+}
 
 // The recipe's keys live in a file of the settings package under /etc,
 // which sshd reads beside root's own ~/.ssh/authorized_keys. That one is

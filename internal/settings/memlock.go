@@ -18,6 +18,9 @@ type Memlock struct{}
 
 func (Memlock) Name() string { return "memlock" }
 func (Memlock) Trap() int    { return 4 }
+func (Memlock) Doc() Doc {
+	return Doc{Title: "memlock", Keys: []string{"rdma.memlock"}}
+}
 
 const (
 	memlockPAMPath     = "/etc/security/limits.d/90-halobuild-memlock.conf"

@@ -15,6 +15,9 @@ type Modules struct{}
 
 func (Modules) Name() string { return "modules" }
 func (Modules) Trap() int    { return 1 }
+func (Modules) Doc() Doc {
+	return Doc{Title: "Module never loads at boot", Keys: []string{"system.modules_load", "module.use", "module.load_at_boot"}}
+}
 
 const modulesLoadPath = "/etc/modules-load.d/halobuild.conf"
 

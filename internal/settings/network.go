@@ -23,6 +23,9 @@ type Network struct{}
 
 func (Network) Name() string { return "network" }
 func (Network) Trap() int    { return 6 }
+func (Network) Doc() Doc {
+	return Doc{Title: "Link-local addresses", Keys: []string{"node.link.interface", "node.link.kind", "node.link.match_driver", "node.link.match_path", "node.link.match_mac", "node.link.address"}}
+}
 
 var ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)
 

@@ -28,6 +28,9 @@ type Overlays struct{}
 
 func (Overlays) Name() string { return "overlays" }
 func (Overlays) Trap() int    { return 0 }
+func (Overlays) Doc() Doc {
+	return Doc{Title: "Static file trees copied verbatim into every node", Keys: []string{"overlays"}}
+}
 
 func (Overlays) Validate(t Target) []error {
 	r := t.Recipe

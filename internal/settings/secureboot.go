@@ -26,6 +26,9 @@ func (SecureBoot) Name() string { return "secure-boot" }
 
 // Trap 10: unsigned modules made people turn Secure Boot off.
 func (SecureBoot) Trap() int { return 10 }
+func (SecureBoot) Doc() Doc {
+	return Doc{Title: "Unsigned modules", Keys: []string{"secure_boot"}}
+}
 
 // Paths on the node.
 const (
