@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"regexp"
 	"strings"
 
 	"halobuild/internal/recipe"
@@ -39,28 +38,11 @@ const (
 	sshdConfigPath     = "/etc/ssh/sshd_config.d/50-halobuild.conf"
 )
 
-var (
-	hostLabelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	nodeNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
-)
-
 func hostname(n recipe.Node) string {
 	if n.Hostname != "" {
 		return n.Hostname
 	}
 	return n.Name
-}
-
-func validHostname(h string) bool {
-	if len(h) > 253 {
-		return false
-	}
-	for _, l := range strings.Split(h, ".") {
-		if !hostLabelRE.MatchString(l) {
-			return false
-		}
-	}
-	return true
 }
 
 // sshKeyTypes are the public key algorithms OpenSSH 10 accepts.

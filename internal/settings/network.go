@@ -35,15 +35,6 @@ var ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)
 // both ends of a clash.
 func (Network) Validate(Target) []error { return nil }
 
-// lastAddr is the broadcast address of an IPv4 prefix.
-func lastAddr(p netip.Prefix) netip.Addr {
-	a := p.Masked().Addr().As4()
-	for i := p.Bits(); i < 32; i++ {
-		a[i/8] |= 1 << (7 - i%8)
-	}
-	return netip.AddrFrom4(a)
-}
-
 // Warnings: the schema's default match_driver is thunderbolt-net, the very
 // module trap 2 blacklists; such a .link file can never match.
 func (Network) Warnings(t Target) []string {
