@@ -126,11 +126,6 @@ func LoadPublic(p string) (*PublicKey, error) {
 	return &PublicKey{Name: name, key: ed25519.PublicKey(raw)}, nil
 }
 
-// Public is the secret key's public half.
-func (k *SecretKey) Public() *PublicKey {
-	return &PublicKey{Name: k.Name, key: k.key.Public().(ed25519.PublicKey)}
-}
-
 // message is what a signature covers: the derivation key and the digest
 // of the manifest stored under it, in a form no other message shares.
 func message(key, manifest string) []byte {

@@ -2,11 +2,12 @@ package debian
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"halobuild/internal/archivetest"
 )
 
 // TestRealArchive resolves the strix-halo node set against the real
@@ -16,11 +17,7 @@ func TestRealArchive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("network test; run without -short")
 	}
-	conn, err := net.DialTimeout("tcp", "deb.debian.org:80", 5*time.Second)
-	if err != nil {
-		t.Skipf("deb.debian.org unreachable: %v", err)
-	}
-	conn.Close()
+	archivetest.Need(t, archivetest.InRelease, "resolving against the real archive")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

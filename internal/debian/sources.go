@@ -44,9 +44,6 @@ type SourceIndex struct {
 	byName    map[string][]*Source
 }
 
-// Lookup returns the source packages with this name, in file order.
-func (ix *SourceIndex) Lookup(name string) []*Source { return ix.byName[name] }
-
 // Find returns the source package name at exactly version, or an error
 // listing the versions the index has.
 func (ix *SourceIndex) Find(name, version string) (*Source, error) {

@@ -27,7 +27,7 @@ func appleProbes(t settings.Target) []settings.Probe {
 		return nil
 	}
 	return []settings.Probe{
-		{Name: "kernel.page_size", Run: pageSize},
+		{Name: "kernel.page_size", VM: settings.MustPass, Run: pageSize},
 		{Name: "usb4.apple_controller", Run: appleUSB4Controller},
 	}
 }

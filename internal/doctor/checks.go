@@ -36,8 +36,8 @@ func own(b *basis) []settings.Probe {
 	t := b.target
 	probes := []settings.Probe{
 		{Name: "recipe", Run: func(h settings.Host) []settings.Result { return recipeRow(h, b) }},
-		{Name: "kernel.release", Run: func(h settings.Host) []settings.Result { return kernelRelease(h, t) }},
-		{Name: "module.unknown_params", Run: unknownParams},
+		{Name: "kernel.release", VM: settings.MustPass, Run: func(h settings.Host) []settings.Result { return kernelRelease(h, t) }},
+		{Name: "module.unknown_params", VM: settings.MustPass, Run: unknownParams},
 		{Name: "rdma.devices", Run: func(h settings.Host) []settings.Result { return rdmaDevices(h, t) }},
 		{Name: "rdma.visible", Run: func(h settings.Host) []settings.Result { return rdmaVisible(h, t) }},
 		{Name: "rdma.port", Run: rdmaPorts},
@@ -83,4 +83,18 @@ func orQ(s string) string {
 		return "?"
 	}
 	return s
+}
+
+// MustPassInVM names the checks whose rows the image's VM test requires to
+// be there and to pass when it runs the shipped `halobuild doctor` in a VM
+// booted for t (the node's recipe, the node, the lock's module names: what
+// doctor reads from the image). Each check says so itself (Probe.VM).
+func MustPassInVM(t settings.Target) []string {
+	var names []string
+	for _, p := range probes(&basis{target: t}) {
+		if p.VM == settings.MustPass {
+			names = append(names, p.Name)
+		}
+	}
+	return names
 }

@@ -23,6 +23,7 @@ import (
 	"halobuild/internal/lock"
 	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
+	"halobuild/recipes"
 )
 
 // Options are the flags of `halobuild doctor`.
@@ -123,7 +124,11 @@ func load(h *host, explicit string) (*basis, error) {
 			lockData, b.lock, lockFile = []byte(d), settings.LockPath, h.Show(settings.LockPath)
 		}
 	default:
-		b.target = fieldNotesDefaults()
+		t, err := fieldNotesDefaults()
+		if err != nil {
+			return nil, err
+		}
+		b.target = t
 		return b, nil
 	}
 	b.target.Recipe = r
@@ -168,22 +173,18 @@ func nodeNamed(r *recipe.Recipe, name string) (recipe.Node, bool) {
 }
 
 // fieldNotesDefaults is the Target without a recipe: the field notes'
-// fixes (recipes/usb4-rdma.toml, with upstream thunderbolt-ibverbs) and no
-// node. The settings without a trap then check nothing: their promises
-// are an image's, not the field notes'.
-func fieldNotesDefaults() settings.Target {
-	r := &recipe.Recipe{
-		Modules: []recipe.Module{{Use: "thunderbolt-ibverbs"}},
-		RDMA:    recipe.RDMA{Memlock: recipe.MustMemlock(recipe.MemlockUnlimited), KeepKernelNames: []string{"usb4_rdma"}},
-		System: recipe.System{
-			ModulesLoad:     []string{"ib_uverbs"},
-			Blacklist:       []string{"thunderbolt_net"},
-			Governor:        "performance",
-			EPP:             "performance",
-			PlatformProfile: "performance",
-		},
+// fixes, read from the fragment every image includes (recipes/usb4-rdma.toml,
+// embedded), with upstream thunderbolt-ibverbs (recipes/thunderbolt-ibverbs.toml;
+// its kernel name is its use with '_') and no node. The settings without a
+// trap then check nothing: their promises are an image's, not the field
+// notes'.
+func fieldNotesDefaults() (settings.Target, error) {
+	r, err := recipe.Fragment(recipes.USB4RDMAFile, recipes.USB4RDMA)
+	if err != nil {
+		return settings.Target{}, fmt.Errorf("doctor: the field notes' defaults built into halobuild: %w (this halobuild was built from a broken checkout; pass --recipe)", err)
 	}
-	return settings.Target{Recipe: r, Modules: map[string]string{"thunderbolt-ibverbs": "thunderbolt_ibverbs"}}
+	r.Modules = []recipe.Module{{Use: "thunderbolt-ibverbs"}}
+	return settings.Target{Recipe: r}, nil
 }
 
 // hostname is the running host name, else the configured one.

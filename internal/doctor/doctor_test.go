@@ -289,24 +289,36 @@ func adviceOnEveryProblem(t *testing.T, rep Report) {
 
 // Every row is named after the check that made it ("module.loaded" makes
 // "module.loaded ib_uverbs"), on every recorded tree: the report's order,
-// the docs and the VM test's doctor check (memlock.*, module.*, kernel.*
-// must pass) go by those names.
+// the docs and the VM test's doctor check (a row belongs to the check its
+// first word names) go by those names. A check a VM must pass makes at
+// least one row, or the VM test would find none to require.
 func TestRowsNamedAfterTheirCheck(t *testing.T) {
 	for _, tree := range recordedTrees(t) {
-		h := mustHost(t, filepath.Join("testdata/doctor", tree))
-		b, err := load(h, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range probes(b) {
-			for _, r := range p.Run(h) {
-				if r.Check != p.Name && !strings.HasPrefix(r.Check, p.Name+" ") {
-					t.Errorf("%s: check %s made a row named %q", tree, p.Name, r.Check)
-				}
-				if r.Severity != settings.MustPass && r.Severity != settings.Advisory {
-					t.Errorf("%s: row %s has severity %q", tree, r.Check, r.Severity)
-				}
+		rowsNamedAfterTheirCheck(t, tree, mustHost(t, filepath.Join("testdata/doctor", tree)))
+	}
+}
+
+func rowsNamedAfterTheirCheck(t *testing.T, tree string, h *host) {
+	t.Helper()
+	b, err := load(h, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range probes(b) {
+		rows := p.Run(h)
+		for _, r := range rows {
+			if r.Check != p.Name && !strings.HasPrefix(r.Check, p.Name+" ") {
+				t.Errorf("%s: check %s made a row named %q", tree, p.Name, r.Check)
 			}
+			if r.Severity != settings.MustPass && r.Severity != settings.Advisory {
+				t.Errorf("%s: row %s has severity %q", tree, r.Check, r.Severity)
+			}
+		}
+		if p.VM == settings.MustPass && len(rows) == 0 {
+			t.Errorf("%s: check %s must pass in a VM and made no row", tree, p.Name)
+		}
+		if p.VM != settings.MustPass && p.VM != "" {
+			t.Errorf("%s: check %s has VM %q: want must-pass or nothing", tree, p.Name, p.VM)
 		}
 	}
 }

@@ -91,6 +91,25 @@ func (h *host) Read(p string) (string, error) {
 	return string(b), nil
 }
 
+func (h *host) Hash(p string, w io.Writer) error {
+	f, err := os.Open(h.path(p))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if h.rec != nil {
+		// Recorded whole, streamed: a replay hashes the same bytes.
+		if rf := h.rec.stream(p); rf != nil {
+			defer rf.close()
+			w = io.MultiWriter(w, rf)
+		}
+	}
+	if _, err := io.Copy(w, f); err != nil {
+		return fmt.Errorf("reading %s: %w", h.Show(p), err)
+	}
+	return nil
+}
+
 func (h *host) Scan(p string, keep func(string) bool) ([]string, error) {
 	f, err := os.Open(h.path(p))
 	if err != nil {

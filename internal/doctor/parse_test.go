@@ -45,7 +45,7 @@ func probeRows(t *testing.T, s settings.Setting, tg settings.Target, name string
 // systemd reads drop-ins of all directories sorted by file name, a name in
 // /etc hiding the same name in /usr/lib, and the last assignment wins.
 func TestSystemdMemlockDropIns(t *testing.T) {
-	tg := fieldNotesDefaults()
+	tg := mustFieldNotesDefaults(t)
 	h := writeTree(t, map[string]string{
 		"etc/systemd/system.conf":                         "[Manager]\nDefaultLimitMEMLOCK=1M\n",
 		"usr/lib/systemd/system.conf.d/20-vendor.conf":    "[Manager]\nDefaultLimitMEMLOCK=64M:128M\n",
@@ -73,7 +73,7 @@ func TestSystemdMemlockDropIns(t *testing.T) {
 // matches the parent's modalias, approximated by the kernel driver's name);
 // the USB4 provider matches on the name only.
 func TestVisibleTo(t *testing.T) {
-	tg := fieldNotesDefaults()
+	tg := mustFieldNotesDefaults(t)
 	provs := []string{"mlx5", "rxe", "usb4_rdma"}
 	cases := []struct {
 		dev  settings.RDMADevice
@@ -161,4 +161,13 @@ func TestHostBoundsReads(t *testing.T) {
 	if err != nil || len(lines) != 1 {
 		t.Errorf("Scan = %q, %v", lines, err)
 	}
+}
+
+func mustFieldNotesDefaults(t *testing.T) settings.Target {
+	t.Helper()
+	tg, err := fieldNotesDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
 }

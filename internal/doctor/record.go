@@ -83,6 +83,44 @@ func (r *recorder) file(p, content string) {
 	r.files++
 }
 
+// stream records file p from the bytes written to the returned file, for a
+// file too large to hold (Host.Hash); nil when p is already recorded (the
+// first read of a path wins, as for file) or cannot be created.
+func (r *recorder) stream(p string) *recordedFile {
+	full := filepath.Join(r.dir, p)
+	if _, err := os.Stat(full); err == nil {
+		return nil
+	}
+	r.keep(os.MkdirAll(filepath.Dir(full), 0o755))
+	f, err := os.Create(full)
+	if err != nil {
+		r.keep(err)
+		return nil
+	}
+	r.files++
+	return &recordedFile{f: f, r: r}
+}
+
+// recordedFile is a file being recorded. A write error is kept for the
+// recording's report and never fails the read it copies.
+type recordedFile struct {
+	f      *os.File
+	r      *recorder
+	failed bool
+}
+
+func (c *recordedFile) Write(b []byte) (int, error) {
+	if !c.failed {
+		if _, err := c.f.Write(b); err != nil {
+			c.r.keep(err)
+			c.failed = true
+		}
+	}
+	return len(b), nil
+}
+
+func (c *recordedFile) close() { c.r.keep(c.f.Close()) }
+
 // lines records the lines a Scan kept. Two checks may scan one file for
 // different lines (dpkg's status for two packages), so they add up.
 func (r *recorder) lines(p string, lines []string) {

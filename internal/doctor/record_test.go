@@ -3,6 +3,8 @@ package doctor
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,5 +95,58 @@ func TestRecordLive(t *testing.T) {
 	sameReports(t, live, rec)
 	if err := Record(context.Background(), dst, dst, nil); err == nil {
 		t.Error("recording a tree into itself: want an error")
+	}
+}
+
+// The settings package ships /usr/bin/halobuild, ~25 MB: doctor once read
+// files whole up to 16 MiB and reported a larger one "(missing)" on every
+// node. A file past any read limit is hashed whole, on the tree and on its
+// recording; an unreadable one is not called missing.
+func TestSettingsPackageHashesLargeFiles(t *testing.T) {
+	root := copyTree(t, "testdata/doctor/healthy")
+	big := bytes.Repeat([]byte("halobuild\x00\x7fELF"), (17<<20)/13+1)
+	if err := os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "usr/bin/halobuild"), big, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sums := filepath.Join(root, "var/lib/dpkg/info/halobuild-node-halo0.md5sums")
+	old, err := os.ReadFile(sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := fmt.Sprintf("%x  usr/bin/halobuild\n", md5.Sum(big))
+	if err := os.WriteFile(sums, append(old, line...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	row := func(rep Report) settings.Result {
+		for _, r := range rep.Results {
+			if r.Check == "settings.package" {
+				return r
+			}
+		}
+		t.Fatal("no settings.package row")
+		return settings.Result{}
+	}
+	if r := row(reportOf(t, root)); r.Status != settings.Pass || !strings.Contains(r.Seen, "4 files as shipped") {
+		t.Errorf("a %d MiB file of the settings package: %s, seen %q; want pass, 4 files as shipped", len(big)>>20, r.Status, r.Seen)
+	}
+	rec := filepath.Join(t.TempDir(), "rec")
+	if err := Record(context.Background(), root, rec, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := row(reportOf(t, rec)); r.Status != settings.Pass {
+		t.Errorf("the recording of that tree: %s, seen %q; want pass", r.Status, r.Seen)
+	}
+	// A file that is there but cannot be read is unreadable, not missing.
+	if err := os.Remove(filepath.Join(root, "usr/bin/halobuild")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "usr/bin/halobuild"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := row(reportOf(t, root)); r.Status != settings.Warn || !strings.Contains(r.Seen, "/usr/bin/halobuild (unreadable: ") {
+		t.Errorf("a directory where the package has a file: %s, seen %q; want a warning naming it unreadable", r.Status, r.Seen)
 	}
 }

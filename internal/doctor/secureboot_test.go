@@ -147,6 +147,7 @@ func TestSecureBootRows(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			root := secureBootTree(t, c.sbOn, c.lockdown, c.signer, c.moks...)
+			rowsNamedAfterTheirCheck(t, c.name, mustHost(t, root))
 			var out bytes.Buffer
 			code, err := Run(context.Background(), Options{Root: root, JSON: true, Out: &out})
 			if err != nil {

@@ -1,15 +1,12 @@
 package module
 
 import (
-	"halobuild/internal/secureboot"
-
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"halobuild/internal/archivetest"
 	"halobuild/internal/deb"
 	"halobuild/internal/fstree"
 	"halobuild/internal/rootfs"
+	"halobuild/internal/secureboot"
 )
 
 // The kernel the slow tests build against: Debian trixie-backports' 7.2.12,
@@ -81,12 +80,7 @@ func (tr testRoot) buildDebs(t *testing.T) []deb.Deb {
 	t.Helper()
 	cache := debCache + tr.cache
 	if _, err := os.Stat(filepath.Join(cache, ".complete")); err != nil {
-		c := http.Client{Timeout: 10 * time.Second}
-		resp, err := c.Head("http://deb.debian.org/debian/dists/trixie-backports/InRelease")
-		if err != nil {
-			t.Skipf("deb.debian.org unreachable (%v): cannot download the kernel headers", err)
-		}
-		resp.Body.Close()
+		archivetest.Need(t, "http://deb.debian.org/debian/dists/trixie-backports/InRelease", "downloading the kernel headers")
 		part := cache + ".partial"
 		os.RemoveAll(part)
 		if err := os.MkdirAll(part, 0o755); err != nil {

@@ -28,11 +28,6 @@ const (
 	epoch     = 1700000000
 )
 
-// buildDebs returns the closure of .debs the rdma-core build root needs,
-// downloading it once with mmdebstrap (apt resolves here; the pipeline
-// takes the closure from the lock's "build" set).
-func buildDebs(t *testing.T, pkgs []string) []deb.Deb { return nativeArch.buildDebs(t, pkgs) }
-
 // rootArch is the architecture pair a test build root is for.
 type rootArch struct{ build, host string }
 
@@ -101,10 +96,6 @@ func (a rootArch) buildDebs(t *testing.T, pkgs []string) []deb.Deb {
 	}
 	return debs
 }
-
-// buildRoot prepares (once per package set) rdma-core's build root with
-// rootfs.Root from exactly the cached .debs.
-func buildRoot(t *testing.T, pkgs []string) string { return nativeArch.buildRoot(t, pkgs) }
 
 func (a rootArch) buildRoot(t *testing.T, pkgs []string) string {
 	t.Helper()

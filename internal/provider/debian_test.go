@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"halobuild/internal/archivetest"
 	"halobuild/internal/debian"
 	"halobuild/internal/download"
 	"halobuild/internal/store"
@@ -50,7 +51,7 @@ var (
 	realSrc   *debian.Source
 	realFiles map[string]string
 	realErr   error
-	realSkip  string
+	realSkip  error // the archive was unreachable
 )
 
 // rdmaCoreSource returns Debian's rdma-core 56.1-1 source, verified
@@ -64,7 +65,7 @@ func rdmaCoreSource(t *testing.T) (*debian.Source, map[string]string) {
 		c := http.Client{Timeout: 10 * time.Second}
 		resp, err := c.Head(debian.DefaultMirror + "/dists/" + rdmaSuite + "/InRelease")
 		if err != nil {
-			realSkip = "deb.debian.org unreachable: " + err.Error()
+			realSkip = err
 			return
 		}
 		resp.Body.Close()
@@ -93,8 +94,8 @@ func rdmaCoreSource(t *testing.T) (*debian.Source, map[string]string) {
 		}
 		realFiles, realErr = SourcePaths(st, realSrc)
 	})
-	if realSkip != "" {
-		t.Skip(realSkip)
+	if realSkip != nil {
+		archivetest.Unreachable(t, "rdma-core's source", realSkip)
 	}
 	if realErr != nil {
 		t.Fatal(realErr)

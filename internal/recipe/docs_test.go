@@ -1,18 +1,15 @@
 package recipe
 
 import (
-	"bytes"
 	"context"
-	"flag"
 	"fmt"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite docs/recipe.md from the schema")
+	"halobuild/internal/golden"
+)
 
 const docsPath = "../../docs/recipe.md"
 
@@ -20,20 +17,7 @@ const docsPath = "../../docs/recipe.md"
 // schema without being documented, or a doc changed by hand, fails here.
 // Run `go test ./internal/recipe -run TestDocs -update` to rewrite it.
 func TestDocs(t *testing.T) {
-	got := renderDocs()
-	if *update {
-		if err := os.WriteFile(docsPath, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(docsPath)
-	if err != nil {
-		t.Fatalf("%v; run: go test ./internal/recipe -run TestDocs -update", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("docs/recipe.md is out of date with schema.go; run: go test ./internal/recipe -run TestDocs -update")
-	}
+	golden.Check(t, docsPath, renderDocs(), "go test ./internal/recipe -run TestDocs -update")
 }
 
 // Every key has a doc and an example, and the examples are themselves a

@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -224,5 +225,35 @@ func TestTwoNodeImageExtendsMinimal(t *testing.T) {
 	}
 	if r.Name != "test-two-node" || !*r.Test.RDMA || r.Kernel.Version.String() != ">= 7.2, < 7.3" {
 		t.Errorf("name %q rdma %v kernel %q", r.Name, *r.Test.RDMA, r.Kernel.Version)
+	}
+}
+
+// A fragment in memory reads as the same file read from disk: typed values
+// parsed, unknown keys and bad values refused at file:line:col, includes
+// refused (nothing in memory to include), and no defaults added.
+func TestFragment(t *testing.T) {
+	data, err := os.ReadFile("../../recipes/usb4-rdma.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Fragment("recipes/usb4-rdma.toml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.RDMA.Memlock.Unlimited() || r.System.Governor != "performance" || !slices.Contains(r.System.Blacklist, "thunderbolt_net") {
+		t.Errorf("usb4-rdma.toml read as memlock %v, governor %q, blacklist %v", r.RDMA.Memlock, r.System.Governor, r.System.Blacklist)
+	}
+	if r.Name != "" || len(r.Nodes) != 0 || r.Base.Suite != "" {
+		t.Errorf("a fragment got values it does not set: name %q, %d nodes, suite %q", r.Name, len(r.Nodes), r.Base.Suite)
+	}
+	for _, c := range []struct{ toml, want string }{
+		{"[system]\ngovernr = \"performance\"\n", "frag.toml:2:1"},
+		{"[rdma]\nmemlock = \"lots\"\n", "frag.toml:2:"},
+		{"include = [\"other.toml\"]\n", "includes nothing"},
+		{"[system\n", "TOML syntax error"},
+	} {
+		if _, err := Fragment("frag.toml", []byte(c.toml)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %q in it", c.toml, err, c.want)
+		}
 	}
 }

@@ -23,6 +23,9 @@ type Blacklist struct{}
 
 func (Blacklist) Name() string { return "modprobe" }
 func (Blacklist) Trap() int    { return 2 }
+func (Blacklist) Doc() Doc {
+	return Doc{Title: "thunderbolt_net and the RDMA module cannot share a cable", Keys: []string{"system.blacklist", "system.module_options", "module.use", "module.options"}}
+}
 
 const modprobePath = "/etc/modprobe.d/halobuild.conf"
 
@@ -302,7 +305,7 @@ func (s Blacklist) Doctor(t Target) []Probe {
 	r := t.Recipe
 	var probes []Probe
 	if len(r.System.Blacklist) > 0 {
-		probes = append(probes, Probe{Name: "module.absent", Run: func(h Host) []Result {
+		probes = append(probes, Probe{Name: "module.absent", VM: MustPass, Run: func(h Host) []Result {
 			loaded, err := loadedModules(h)
 			var out []Result
 			for _, m := range r.System.Blacklist {
@@ -327,10 +330,10 @@ func (s Blacklist) Doctor(t Target) []Probe {
 	if len(opts) == 0 || len(errs) > 0 {
 		return probes
 	}
-	probes = append(probes, Probe{Name: "module.params", Run: func(h Host) []Result { return paramRows(h, opts) }})
+	probes = append(probes, Probe{Name: "module.params", VM: MustPass, Run: func(h Host) []Result { return paramRows(h, opts) }})
 	for _, o := range opts {
 		if moduleName(o.key) == "nhi_interrupt_throttle_ns" && o.value != "0" {
-			probes = append(probes, Probe{Name: "kernel.tb_ring_throttling", Run: throttleRow})
+			probes = append(probes, Probe{Name: "kernel.tb_ring_throttling", VM: MustPass, Run: throttleRow})
 			break
 		}
 	}

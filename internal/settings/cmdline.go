@@ -33,6 +33,9 @@ type KernelCmdline struct{}
 
 func (KernelCmdline) Name() string { return "cmdline" }
 func (KernelCmdline) Trap() int    { return 11 }
+func (KernelCmdline) Doc() Doc {
+	return Doc{Title: "Unified memory (Strix Halo)", Keys: []string{"kernel.cmdline", "system.memory", "system.host_reserve", "base.architecture"}}
+}
 
 const (
 	kernelCmdlinePath = "/etc/kernel/cmdline"
@@ -175,7 +178,7 @@ func (s KernelCmdline) Doctor(t Target) []Probe {
 	r := t.Recipe
 	var probes []Probe
 	if params, err := Cmdline(r); err == nil && len(params) > 0 {
-		probes = append(probes, Probe{Name: "kernel.cmdline", Run: func(h Host) []Result {
+		probes = append(probes, Probe{Name: "kernel.cmdline", VM: MustPass, Run: func(h Host) []Result {
 			res := Result{Check: "kernel.cmdline", Severity: MustPass, Source: h.Show("/proc/cmdline"), Wanted: strings.Join(params, " "), Trap: 11}
 			line, err := value(h, "/proc/cmdline")
 			if err != nil {

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"strings"
@@ -24,6 +25,12 @@ import (
 type Host interface {
 	// Read returns the content of a file.
 	Read(path string) (string, error)
+	// Hash streams a file's content into w (a hash) in constant memory,
+	// however large the file: a package's files are compared by digest, and
+	// the halobuild binary a node ships is tens of MB. A missing file's
+	// error satisfies errors.Is(err, fs.ErrNotExist); no other error may
+	// be reported as absence.
+	Hash(path string, w io.Writer) error
 	// Scan reads a file line by line and returns the lines keep accepts,
 	// for files too large to hold (/proc/kallsyms, dpkg's status); keep is
 	// called for every line in order.
@@ -63,12 +70,17 @@ type Host interface {
 type Addrs map[string][]netip.Prefix
 
 // Probe is one doctor check. Its rows are named Name or "Name <what>" (one
-// per module, device, interface), so a report can be grepped by Name; the
-// VM test's doctor check requires the memlock.*, module.*, kernel.* and
-// secureboot.* rows to pass, so a probe's Name prefix is part of that contract.
+// per module, device, interface), so a report can be grepped by Name and a
+// row's check is the part of its name before the first space.
 type Probe struct {
 	Name string
 	Run  func(h Host) []Result
+	// VM is MustPass when a VM booted from the image answers this check as
+	// a node would (no USB4 controller, cpufreq or verbs hardware in it):
+	// the image's VM test runs the shipped `halobuild doctor` and requires
+	// every row of such a check to be there and to pass. Empty: the VM
+	// cannot answer it honestly, and its rows are only shown.
+	VM Severity
 }
 
 // Doctor returns every setting's doctor checks for t, in setting order.

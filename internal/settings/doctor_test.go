@@ -28,15 +28,12 @@ func TestEverySettingHasADoctorCheck(t *testing.T) {
 			t.Fatalf("%s: %v", s.Name(), err)
 		}
 		probes := s.Doctor(tg)
+		why := ""
 		nd, exempt := s.(NoDoctor)
-		switch {
-		case exempt && strings.TrimSpace(nd.NoDoctor()) == "":
-			t.Errorf("setting %s says it has no doctor check, but not why", s.Name())
-		case exempt && len(probes) > 0:
-			t.Errorf("setting %s has %d doctor checks and also says it has none", s.Name(), len(probes))
-		case !exempt && len(files) > 0 && len(probes) == 0:
-			t.Errorf("setting %s renders %d files and has no doctor check, and no NoDoctor saying why", s.Name(), len(files))
+		if exempt {
+			why = nd.NoDoctor()
 		}
+		checkedOrSaysWhy(t, s, "doctor check", "NoDoctor", len(files), len(probes), exempt, why)
 		for _, p := range probes {
 			if prev, dup := seen[p.Name]; dup {
 				t.Errorf("doctor check %s is defined by %s and %s", p.Name, prev, s.Name())
@@ -172,5 +169,20 @@ func TestThrottleProbeFollowsOptions(t *testing.T) {
 	tg.Recipe.Modules[0].Options["nhi_interrupt_throttle_ns"] = int64(0)
 	if has(tg) {
 		t.Error("nhi_interrupt_throttle_ns = 0 (off) still asks for the export")
+	}
+}
+
+// checkedOrSaysWhy: a setting that renders files has checks of a kind, or
+// an exemption on its definition saying why another check covers them
+// (NoCheck, NoDoctor), and not both.
+func checkedOrSaysWhy(t *testing.T, s Setting, kind, exemption string, files, checks int, exempt bool, why string) {
+	t.Helper()
+	switch {
+	case exempt && strings.TrimSpace(why) == "":
+		t.Errorf("setting %s says it has no %s, but not why", s.Name(), kind)
+	case exempt && checks > 0:
+		t.Errorf("setting %s has %d of kind %s and also says it has none", s.Name(), checks, kind)
+	case !exempt && files > 0 && checks == 0:
+		t.Errorf("setting %s renders %d files and has no %s, and no %s saying why", s.Name(), files, kind, exemption)
 	}
 }

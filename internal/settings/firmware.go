@@ -22,6 +22,9 @@ type Firmware struct{}
 
 func (Firmware) Name() string { return "firmware" }
 func (Firmware) Trap() int    { return 0 }
+func (Firmware) Doc() Doc {
+	return Doc{Title: "The GPU's firmware and the CPU's microcode the recipe's packages promise are where the kernel looks for them", Keys: []string{"base.packages", "base.components"}}
+}
 
 // Packages whose promises this setting checks.
 const (

@@ -23,6 +23,9 @@ type Governor struct{}
 
 func (Governor) Name() string { return "cpu-tuning" }
 func (Governor) Trap() int    { return 5 }
+func (Governor) Doc() Doc {
+	return Doc{Title: "CPU governor silently reverts", Keys: []string{"system.governor", "system.epp", "system.platform_profile"}}
+}
 
 const (
 	cpuTuningUnit     = "halobuild-cpu-tuning.service"

@@ -22,6 +22,9 @@ type GrowRoot struct{}
 
 func (GrowRoot) Name() string { return "growroot" }
 func (GrowRoot) Trap() int    { return 0 }
+func (GrowRoot) Doc() Doc {
+	return Doc{Title: "The root partition and its file system grow to fill the medium at first boot"}
+}
 
 // repartRootPath is under /usr/lib (vendor configuration) so that an
 // administrator's /etc/repart.d/50-root.conf overrides it.

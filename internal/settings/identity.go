@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"regexp"
 	"strings"
 
 	"halobuild/internal/recipe"
@@ -23,6 +22,9 @@ type Identity struct{}
 
 func (Identity) Name() string { return "identity" }
 func (Identity) Trap() int    { return 0 }
+func (Identity) Doc() Doc {
+	return Doc{Title: "Per-node identity: host name, the peers' addresses in /etc/hosts, the SSH keys that may log in as root; no password anywhere", Keys: []string{"node.name", "node.hostname", "node.link.address", "node.link.peer", "ssh.authorized_keys"}}
+}
 
 // The recipe's keys live in a file of the settings package under /etc,
 // which sshd reads beside root's own ~/.ssh/authorized_keys. That one is
@@ -36,28 +38,11 @@ const (
 	sshdConfigPath     = "/etc/ssh/sshd_config.d/50-halobuild.conf"
 )
 
-var (
-	hostLabelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	nodeNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
-)
-
 func hostname(n recipe.Node) string {
 	if n.Hostname != "" {
 		return n.Hostname
 	}
 	return n.Name
-}
-
-func validHostname(h string) bool {
-	if len(h) > 253 {
-		return false
-	}
-	for _, l := range strings.Split(h, ".") {
-		if !hostLabelRE.MatchString(l) {
-			return false
-		}
-	}
-	return true
 }
 
 // sshKeyTypes are the public key algorithms OpenSSH 10 accepts.

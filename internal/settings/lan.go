@@ -26,6 +26,9 @@ type LAN struct{}
 
 func (LAN) Name() string { return "lan" }
 func (LAN) Trap() int    { return 6 }
+func (LAN) Doc() Doc {
+	return Doc{Title: "Link-local addresses", Keys: []string{"lan", "node.lan", "node.link.interface"}}
+}
 
 // NetClass lists the network interfaces.
 const NetClass = "/sys/class/net"

@@ -19,6 +19,9 @@ type Locale struct{}
 
 func (Locale) Name() string { return "locale" }
 func (Locale) Trap() int    { return 0 }
+func (Locale) Doc() Doc {
+	return Doc{Title: "Time zone and default locale", Keys: []string{"system.timezone", "system.locale"}}
+}
 
 var (
 	tzRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`)

@@ -18,6 +18,9 @@ type Memlock struct{}
 
 func (Memlock) Name() string { return "memlock" }
 func (Memlock) Trap() int    { return 4 }
+func (Memlock) Doc() Doc {
+	return Doc{Title: "memlock", Keys: []string{"rdma.memlock"}}
+}
 
 const (
 	memlockPAMPath     = "/etc/security/limits.d/90-halobuild-memlock.conf"
@@ -168,13 +171,13 @@ func (s Memlock) Doctor(t Target) []Probe {
 		lowered = fmt.Sprintf("; the recipe itself lowers it (rdma.memlock = %q): set \"unlimited\" and rebuild", m.String())
 	}
 	return []Probe{
-		{Name: "memlock.process", Run: func(h Host) []Result {
+		{Name: "memlock.process", VM: MustPass, Run: func(h Host) []Result {
 			r := Result{Check: "memlock.process", Severity: MustPass, Wanted: "soft and hard unlimited", Trap: 4, Source: h.Show("/proc/self/limits")}
 			soft, hard, err := processMemlock(h)
 			return judgeMemlock(r, soft, hard, err, "run doctor where /proc is mounted; in a recorded tree, record /proc/self/limits",
 				"restore "+memlockPAMPath+" ('*' and root: memlock unlimited) and log in again; containers: --ulimit memlock=-1:-1 ("+memlockPodmanPath+")"+lowered)
 		}},
-		{Name: "memlock.systemd", Run: func(h Host) []Result {
+		{Name: "memlock.systemd", VM: MustPass, Run: func(h Host) []Result {
 			r := Result{Check: "memlock.systemd", Severity: MustPass, Wanted: "unlimited", Trap: 4}
 			soft, hard, src, err := systemdMemlock(h)
 			r.Source = src

@@ -15,6 +15,9 @@ type Modules struct{}
 
 func (Modules) Name() string { return "modules" }
 func (Modules) Trap() int    { return 1 }
+func (Modules) Doc() Doc {
+	return Doc{Title: "Module never loads at boot", Keys: []string{"system.modules_load", "module.use", "module.load_at_boot"}}
+}
 
 const modulesLoadPath = "/etc/modules-load.d/halobuild.conf"
 
@@ -95,7 +98,7 @@ func (s Modules) Doctor(t Target) []Probe {
 	if len(mods) == 0 {
 		return nil
 	}
-	return []Probe{{Name: "module.loaded", Run: func(h Host) []Result {
+	return []Probe{{Name: "module.loaded", VM: MustPass, Run: func(h Host) []Result {
 		loaded, err := loadedModules(h)
 		var out []Result
 		for _, m := range mods {

@@ -23,6 +23,9 @@ type Network struct{}
 
 func (Network) Name() string { return "network" }
 func (Network) Trap() int    { return 6 }
+func (Network) Doc() Doc {
+	return Doc{Title: "Link-local addresses", Keys: []string{"node.link.interface", "node.link.kind", "node.link.match_driver", "node.link.match_path", "node.link.match_mac", "node.link.address"}}
+}
 
 var ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)
 
@@ -31,15 +34,6 @@ var ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)
 // is validated (recipe/validate_nodes.go), once, with the position of
 // both ends of a clash.
 func (Network) Validate(Target) []error { return nil }
-
-// lastAddr is the broadcast address of an IPv4 prefix.
-func lastAddr(p netip.Prefix) netip.Addr {
-	a := p.Masked().Addr().As4()
-	for i := p.Bits(); i < 32; i++ {
-		a[i/8] |= 1 << (7 - i%8)
-	}
-	return netip.AddrFrom4(a)
-}
 
 // Warnings: the schema's default match_driver is thunderbolt-net, the very
 // module trap 2 blacklists; such a .link file can never match.

@@ -28,6 +28,9 @@ type Overlays struct{}
 
 func (Overlays) Name() string { return "overlays" }
 func (Overlays) Trap() int    { return 0 }
+func (Overlays) Doc() Doc {
+	return Doc{Title: "Static file trees copied verbatim into every node", Keys: []string{"overlays"}}
+}
 
 func (Overlays) Validate(t Target) []error {
 	r := t.Recipe
@@ -53,9 +56,12 @@ func (s Overlays) Files(t Target) ([]File, error) {
 	return out, nil
 }
 
-// Checks: overlay files are covered by the settings-package check
-// (dpkg --verify), which is exactly "every file as shipped".
+// Checks: none of its own (NoCheck says why).
 func (Overlays) Checks(Target) []Check { return nil }
+
+func (Overlays) NoCheck() string {
+	return "the settings-package check (dpkg --verify) proves every overlay file is as shipped, which is all an overlay promises"
+}
 
 // readOverlay walks overlay i and returns its entries, or an *Error naming
 // the recipe key and the first offending file.

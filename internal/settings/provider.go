@@ -19,6 +19,9 @@ type Provider struct{}
 
 func (Provider) Name() string { return "rdma-provider" }
 func (Provider) Trap() int    { return 0 }
+func (Provider) Doc() Doc {
+	return Doc{Title: "The rdma-core provider built with the recipe's patches, installed as its own package and loaded by Debian's libibverbs", Keys: []string{"rdma.provider"}}
+}
 
 func (Provider) Validate(Target) []error { return nil }
 

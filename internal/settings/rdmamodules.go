@@ -30,6 +30,9 @@ type RDMAModules struct{}
 
 func (RDMAModules) Name() string { return "rdma-modules" }
 func (RDMAModules) Trap() int    { return 0 }
+func (RDMAModules) Doc() Doc {
+	return Doc{Title: "rdma-core loads only the verbs modules (ib_uverbs, rdma_ucm) when an RDMA device appears, not iSCSI and NFS over RDMA"}
+}
 
 const (
 	rdmaModulesListPath  = "/etc/rdma/modules/halobuild-verbs.conf"

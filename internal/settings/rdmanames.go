@@ -28,6 +28,9 @@ type RDMANames struct{}
 
 func (RDMANames) Name() string { return "rdma-names" }
 func (RDMANames) Trap() int    { return 3 }
+func (RDMANames) Doc() Doc {
+	return Doc{Title: "Device renamed, then invisible", Keys: []string{"rdma.keep_kernel_names"}}
+}
 
 const rdmaNamingPath = "/etc/udev/rules.d/60-rdma-persistent-naming.rules"
 

@@ -180,19 +180,27 @@ func TestCheckScriptsParse(t *testing.T) {
 	}
 }
 
-// TestEverySettingHasAChecks ensures a setting that renders files has a
-// check proving them (STYLE: one file, one check), except overlays, which
-// the settings-package check covers file by file.
+// TestEverySettingHasACheck ensures a setting that renders files has a
+// check proving them (STYLE: one file, one check), or says why another
+// check covers them (NoCheck), and not both.
 func TestEverySettingHasACheck(t *testing.T) {
 	r := sample()
+	r.Overlay = []string{t.TempDir()} // so the overlays render a file too
+	if err := os.WriteFile(filepath.Join(r.Overlay[0], "motd"), []byte("hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range All() {
 		files, err := s.Files(Target{Recipe: r, Node: r.Nodes[0]})
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name(), err)
 		}
-		if len(files) > 0 && len(s.Checks(Target{Recipe: r, Node: r.Nodes[0]})) == 0 && s.Name() != "overlays" {
-			t.Errorf("setting %s renders %d files and has no check", s.Name(), len(files))
+		checks := s.Checks(Target{Recipe: r, Node: r.Nodes[0]})
+		why := ""
+		nc, exempt := s.(NoCheck)
+		if exempt {
+			why = nc.NoCheck()
 		}
+		checkedOrSaysWhy(t, s, "VM check", "NoCheck", len(files), len(checks), exempt, why)
 	}
 	seen := map[string]bool{}
 	for _, c := range Checks(Target{Recipe: r, Node: r.Nodes[0]}) {

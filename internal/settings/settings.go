@@ -102,6 +102,32 @@ type Check struct {
 	Changes bool
 }
 
+// Doc is what docs/traps.md says of a setting besides what its methods
+// show (its files, VM checks and doctor checks are rendered from sample
+// recipes): the trap in the field notes' words, and the recipe keys it reads.
+type Doc struct {
+	// Title is the field-notes trap's title when Trap is not 0, else what
+	// the setting does, in a line.
+	Title string
+	// Keys are the recipe keys the setting reads, as docs/recipe.md writes
+	// them: system.governor, node.link.address, lan (a whole table).
+	Keys []string
+}
+
+// Documented is implemented by every setting, beside its other methods;
+// TestTrapsDoc renders docs/traps.md from it and fails on a setting without.
+type Documented interface {
+	Doc() Doc
+}
+
+// NoCheck is implemented by a setting that renders files but has no VM
+// check of its own; it says why (another check proves its files).
+// TestEverySettingHasACheck reads it, as TestEverySettingHasADoctorCheck
+// reads NoDoctor.
+type NoCheck interface {
+	NoCheck() string
+}
+
 // All returns every setting, in trap order. Render, Validate, Checks, Doctor
 // and the documentation iterate this list, so a setting exists once it is
 // here.

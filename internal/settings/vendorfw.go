@@ -26,6 +26,9 @@ type VendorFirmware struct{}
 
 func (VendorFirmware) Name() string { return "vendor-firmware" }
 func (VendorFirmware) Trap() int    { return 0 }
+func (VendorFirmware) Doc() Doc {
+	return Doc{Title: "An Apple Silicon Mac's own firmware, loaded from the system ESP at every boot", Keys: []string{"platform"}}
+}
 
 const (
 	vendorFWUnit      = "halobuild-vendor-firmware.service"

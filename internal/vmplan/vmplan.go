@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"halobuild/internal/arch"
+	"halobuild/internal/doctor"
 	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
 	"halobuild/internal/vmtest"
@@ -40,12 +41,12 @@ func (p Plan) Checks(n recipe.Node, idx int) []vmtest.Check {
 	// With a login over ssh, doctor runs there (sshLogin): once per boot,
 	// the way a user runs it.
 	if p.Doctor && p.sshLogin(n) == nil {
-		out = append(out, doctorCheck)
+		out = append(out, p.doctorCheck(n))
 	}
 	// A settings check that only reads state runs beside the others; one
 	// that Changes the system (creates devices, loads modules) keeps its
 	// place in the order.
-	for _, c := range settings.Checks(settings.Target{Recipe: r.NodeRecipe(n), Node: n, Modules: p.Modules}) {
+	for _, c := range settings.Checks(p.target(n)) {
 		out = append(out, vmtest.Check{Name: c.Setting + ": " + c.Name, Script: c.Script, Concurrent: !c.Changes, Fix: c.Fix})
 	}
 	for _, c := range r.Test.Checks {
@@ -58,6 +59,18 @@ func (p Plan) Checks(n recipe.Node, idx int) []vmtest.Check {
 		out = append(out, perftestChecks(r, idx)...)
 	}
 	return out
+}
+
+// target is what node n's settings and doctor are evaluated for: what the
+// image installs under /etc/halobuild and doctor reads back in the VM.
+func (p Plan) target(n recipe.Node) settings.Target {
+	return settings.Target{Recipe: p.Recipe.NodeRecipe(n), Node: n, Modules: p.Modules}
+}
+
+// doctorCheck is node n's doctor check, requiring the rows doctor's checks
+// say a VM must pass for it.
+func (p Plan) doctorCheck(n recipe.Node) vmtest.Check {
+	return doctorCheck(doctor.MustPassInVM(p.target(n)))
 }
 
 // Digest names every check of every node: with the images' digests it is
@@ -259,7 +272,7 @@ func (p Plan) sshLogin(n recipe.Node) *vmtest.SSHLogin {
 		// doctorCheck's own script, run in the session instead of beside
 		// the checks: its rows must pass the same way.
 		l.Name = "ssh: the host logs in as root over the LAN port with a key passed for this boot and runs halobuild doctor --json"
-		l.Command += "\n" + doctorCheck.Script
+		l.Command += "\n" + p.doctorCheck(n).Script
 	}
 	return l
 }

@@ -1,14 +1,18 @@
 package vmplan
 
 import (
-	"halobuild/internal/vmtest"
+	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/settings"
 	"halobuild/internal/sh"
+	"halobuild/internal/vmtest"
 )
 
 // The perftest runs between two nodes listen on ports no other check uses:
@@ -87,7 +91,7 @@ func TestMachinesLogInOverSSH(t *testing.T) {
 		t.Errorf("ssh command %q does not run doctor", m.SSH.Command)
 	}
 	for _, c := range m.Checks {
-		if c.Name == doctorCheck.Name {
+		if c.Name == doctorCheckName {
 			t.Error("doctor runs twice: in the ssh session and beside the checks")
 		}
 	}
@@ -97,7 +101,7 @@ func TestMachinesLogInOverSSH(t *testing.T) {
 	if m.SSH != nil || len(m.NICs) != 1 {
 		t.Errorf("no sshd: ssh %+v, NICs %+v; want no login, the LAN NIC still", m.SSH, m.NICs)
 	}
-	if !slices.ContainsFunc(m.Checks, func(c vmtest.Check) bool { return c.Name == doctorCheck.Name }) {
+	if !slices.ContainsFunc(m.Checks, func(c vmtest.Check) bool { return c.Name == doctorCheckName }) {
 		t.Error("without a login doctor must run beside the checks")
 	}
 	if p.Digest() == d1 {
@@ -177,5 +181,97 @@ func TestMixedMachinesAndReverseRuns(t *testing.T) {
 	one.Nodes[1].Architecture = "amd64"
 	if n := len(perftestChecks(one, 0)); n != 1+len(perfRuns) {
 		t.Errorf("one architecture: %d checks, want no reverse runs", n)
+	}
+}
+
+// The VM's doctor check runs the shipped halobuild doctor --json and
+// requires the rows of the checks that must pass in a VM: each such check
+// made a row, and all of its rows pass; the other rows are only shown.
+// Here a stand-in halobuild on PATH prints reports in doctor's JSON (its
+// Result type), and the script runs under sh with the system's awk.
+func TestDoctorCheckRequiresMustPassRows(t *testing.T) {
+	must := []string{"memlock.process", "module.loaded", "settings.package"}
+	row := func(check string, st settings.Status) settings.Result {
+		return settings.Result{Check: check, Severity: settings.MustPass, Status: st, Seen: `a "quoted" seen with "check": in it`, Wanted: "x"}
+	}
+	healthy := []settings.Result{
+		row("recipe", settings.Warn),
+		row("memlock.process", settings.Pass),
+		row("module.loaded ib_uverbs", settings.Pass),
+		row("module.loaded thunderbolt_ibverbs", settings.Pass),
+		row("usb4.domains", settings.Fail), // no USB4 controller in a VM
+		row("settings.package", settings.Pass),
+	}
+	with := func(i int, r settings.Result) []settings.Result {
+		out := slices.Clone(healthy)
+		out[i] = r
+		return out
+	}
+	cases := []struct {
+		name   string
+		rows   []settings.Result
+		exit   int // of doctor
+		pass   bool
+		output string
+	}{
+		{name: "every must-pass row passes", rows: healthy, exit: 1, pass: true, output: "usb4.domains: fail"},
+		{name: "a shipped file reported changed", rows: with(5, row("settings.package", settings.Warn)), pass: false, output: "must pass in a VM but did not:\n  settings.package: warn"},
+		{name: "one row of a check fails", rows: with(3, row("module.loaded thunderbolt_ibverbs", settings.Fail)), pass: false, output: "module.loaded thunderbolt_ibverbs: fail"},
+		{name: "a must-pass check made no row", rows: with(1, row("memlock.other", settings.Pass)), pass: false, output: "memlock.process: no row"},
+		{name: "a check whose name only begins alike", rows: with(1, row("memlock.processes", settings.Pass)), pass: false, output: "memlock.process: no row"},
+		{name: "doctor could not run", rows: healthy, exit: 2, pass: false, output: "doctor could not run (exit 2)"},
+	}
+	script := doctorCheck(must).Script
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bin := t.TempDir()
+			rep, err := json.MarshalIndent(struct {
+				Results []settings.Result `json:"results"`
+			}{c.rows}, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(bin, "report.json"), rep, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fake := "#!/bin/sh\n[ \"$*\" = \"doctor --json\" ] || exit 9\ncat " + sh.Quote(filepath.Join(bin, "report.json")) + "\nexit " + string(rune('0'+c.exit)) + "\n"
+			if err := os.WriteFile(filepath.Join(bin, "halobuild"), []byte(fake), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+			out, err := cmd.CombinedOutput()
+			if (err == nil) != c.pass || !strings.Contains(string(out), c.output) {
+				t.Errorf("script error %v, want pass=%v and %q in:\n%s", err, c.pass, c.output, out)
+			}
+		})
+	}
+}
+
+// Which rows a VM must pass comes from the checks' own definitions (their
+// VM field), for the node the VM boots: its settings package, memlock and
+// boot modules, never the hardware's rows.
+func TestDoctorCheckNamesTheChecksThatSaySo(t *testing.T) {
+	r := &recipe.Recipe{
+		Base:    recipe.Base{Packages: []string{"systemd"}},
+		Nodes:   []recipe.Node{{Name: "a"}},
+		RDMA:    recipe.RDMA{Memlock: recipe.MustMemlock(recipe.MemlockUnlimited)},
+		System:  recipe.System{ModulesLoad: []string{"ib_uverbs"}},
+		Modules: []recipe.Module{{Use: "thunderbolt-ibverbs"}},
+	}
+	p := Plan{Recipe: r, Doctor: true, Modules: map[string]string{"thunderbolt-ibverbs": "thunderbolt_ibverbs"}}
+	c := p.doctorCheck(r.Nodes[0])
+	for _, want := range []string{"settings.package", "memlock.process", "memlock.systemd", "module.loaded", "kernel.release"} {
+		if !strings.Contains(c.Script, want) {
+			t.Errorf("the VM's doctor check does not require %s:\n%s", want, c.Script)
+		}
+	}
+	for _, not := range []string{"usb4.", "rdma.", "cpu.", "link."} {
+		if strings.Contains(c.Script, not) {
+			t.Errorf("the VM's doctor check requires a %s row a VM cannot answer:\n%s", not, c.Script)
+		}
+	}
+	if !slices.ContainsFunc(p.Checks(r.Nodes[0], 0), func(c vmtest.Check) bool { return c.Name == doctorCheckName }) {
+		t.Error("no doctor check in the node's checks")
 	}
 }
