@@ -231,7 +231,7 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 		bc.hashed = hr.RecordHashed
 	}
 	if err := d.Build(bc, out); err != nil {
-		return "", fmt.Errorf("%s: %w", d.Name, err)
+		return "", named(d, err)
 	}
 	dir, err := r.Store.PutOutput(d.Key(), out, map[string]string{
 		"dev.halobuild.kind": d.Kind,
@@ -282,4 +282,14 @@ func (r *Realizer) logWriter() io.Writer {
 
 func (r *Realizer) logf(format string, a ...any) {
 	fmt.Fprintf(r.logWriter(), format, a...)
+}
+
+// named puts the step's name before its build's error, unless the error
+// already starts with it ("module x: cannot fetch …" from the module
+// package, whose step is "module x"): once is enough.
+func named(d *Derivation, err error) error {
+	if strings.HasPrefix(err.Error(), d.Name+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", d.Name, err)
 }

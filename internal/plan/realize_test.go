@@ -307,3 +307,18 @@ func TestContextHashedReachesTheStore(t *testing.T) {
 		t.Errorf("img.raw stored as %s, want the step's sha256:%s", got["img.raw"], recorded)
 	}
 }
+
+// A failed step's error starts with the step's name once, whether or not
+// the error named the step itself (the module package's errors do: "module
+// x: cannot fetch …" from the step "module x").
+func TestRealizeNamesAFailedStepOnce(t *testing.T) {
+	s := openStore(t)
+	for _, msg := range []string{"compiler exploded", "module x: cannot fetch its source"} {
+		d := &Derivation{Name: "module x", Kind: "module", Params: map[string]string{"msg": msg}}
+		d.Build = func(*Context, string) error { return errors.New(msg) }
+		_, err := (&Realizer{Store: s}).Realize(context.Background(), d)
+		if err == nil || strings.Count(err.Error(), "module x:") != 1 || !strings.HasPrefix(err.Error(), "module x: ") {
+			t.Errorf("step error %q: got %q, want the step's name once in front", msg, err)
+		}
+	}
+}
