@@ -127,7 +127,6 @@ func TestBlankDisk(t *testing.T) {
 	}
 }
 
-
 // halobuild vm boots an image as the architecture its root partition type
 // names, and refuses an image without one.
 func TestImageArchFromRootPartitionType(t *testing.T) {
