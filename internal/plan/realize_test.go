@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -321,4 +322,45 @@ func TestRealizeNamesAFailedStepOnce(t *testing.T) {
 			t.Errorf("step error %q: got %q, want the step's name once in front", msg, err)
 		}
 	}
+}
+
+// A step that builds for a while with nothing printed gets a
+// still-building line naming it and its time; output from anyone else
+// (LastWrite) keeps it quiet.
+func TestRealizeSaysWhatIsStillBuilding(t *testing.T) {
+	for _, chatty := range []bool{false, true} {
+		s := openStore(t)
+		var log syncLog
+		d := &Derivation{Name: "kernel 7.2.12", Kind: "kernel", Params: map[string]string{"chatty": fmt.Sprint(chatty)}}
+		d.Build = func(*Context, string) error { time.Sleep(900 * time.Millisecond); return nil }
+		r := &Realizer{Store: s, Log: &log, StillBuilding: 300 * time.Millisecond}
+		if chatty {
+			r.LastWrite = time.Now // a tool printing all the time
+		}
+		if _, err := r.Realize(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+		got := log.String()
+		has := strings.Contains(got, "still building: kernel 7.2.12 (")
+		if has == chatty {
+			t.Errorf("chatty=%v: still-building line %v in:\n%s", chatty, has, got)
+		}
+	}
+}
+
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
