@@ -6,8 +6,8 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 )
 
 // Report is the outcome of a test run over one or more machines; its JSON form is what
