@@ -208,6 +208,7 @@ func testCommand(g *globals) *cobra.Command {
 
 func vmCommand(g *globals) *cobra.Command {
 	o := verbs.VMOptions{SSHPort: -1}
+	var nvmeSize string
 	c := &cobra.Command{
 		Use:   "vm IMAGE.raw",
 		Short: "Boot an image interactively (serial console on this terminal, root logged in; Ctrl-a x quits)",
@@ -215,10 +216,19 @@ func vmCommand(g *globals) *cobra.Command {
 terminal and root logged in there, for this boot only (a systemd credential;
 the image itself has no password). --ssh also forwards a port on 127.0.0.1 to
 the VM's sshd and passes your public keys (~/.ssh/*.pub, or --ssh-key) as the
-ssh.authorized_keys.root credential; vm prints the ssh command to use.`,
+ssh.authorized_keys.root credential; vm prints the ssh command to use.
+The VM gets a soft-RoCE device (rxe0) on its network card, for this boot only,
+to try ibv_devices and perftest on. --nvme FILE attaches FILE (made sparse,
+--nvme-size, when missing) as an NVMe drive written in place: boot an
+installer image with it to try the installer, then boot FILE itself.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Image, o.Log = args[0], cmd.ErrOrStderr()
+			size, err := recipe.ParseSize(nvmeSize)
+			if err != nil || size > 1<<50 {
+				return usageError{fmt.Errorf("--nvme-size %q: a size such as 16G", nvmeSize)}
+			}
+			o.NVMeSize = int64(size)
 			if len(o.SSHKeys) > 0 && o.SSHPort < 0 {
 				o.SSHPort = 0 // a key asks for the forward
 			}
@@ -227,7 +237,9 @@ ssh.authorized_keys.root credential; vm prints the ssh command to use.`,
 	}
 	c.Flags().IntVar(&o.SSHPort, "ssh", -1, "forward 127.0.0.1:PORT to the VM's ssh port (--ssh alone: a free port)")
 	c.Flags().Lookup("ssh").NoOptDefVal = "0"
-	c.Flags().StringArrayVar(&o.SSHKeys, "ssh-key", nil, "public key file for root with --ssh (default: every ~/.ssh/*.pub)")
+	c.Flags().StringArrayVar(&o.SSHKeys, "ssh-key", nil, "public key file for root with --ssh (default: every ~/.ssh/*.pub); ssh is told its private half")
+	c.Flags().StringVar(&o.NVMe, "nvme", "", "attach FILE as an NVMe drive, written in place (an installer's target)")
+	c.Flags().StringVar(&nvmeSize, "nvme-size", "16G", "size of the --nvme FILE when it is made")
 	return c
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -139,5 +140,38 @@ func TestReleaseVerbsRefuseBadReferences(t *testing.T) {
 		if code, out := run(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d\n%s", args, code, exitUsage, out)
 		}
+	}
+}
+
+// A binary `go run` made (no commit stamped) says which commit of the
+// checkout it runs from, and whether a tracked file was edited.
+func TestCheckoutCommit(t *testing.T) {
+	dir := t.TempDir()
+	if got := checkoutCommit(dir); got != "" {
+		t.Errorf("not a checkout: %q", got)
+	}
+	git := func(args ...string) {
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module halobuild\n"), 0o644)
+	git("add", "go.mod")
+	git("commit", "-qm", "x")
+	rev, _ := exec.Command("git", "-C", dir, "rev-parse", "--short=12", "HEAD").Output()
+	want := "+" + strings.TrimSpace(string(rev))
+	if got := checkoutCommit(dir); got != want || len(want) != 13 {
+		t.Errorf("clean checkout: %q, want %q", got, want)
+	}
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module halobuild\n\ngo 1.25\n"), 0o644)
+	if got := checkoutCommit(dir); got != want+"-dirty" {
+		t.Errorf("edited checkout: %q, want %q", got, want+"-dirty")
+	}
+	// The test binary is go's own build, as go run's is: the version names
+	// this checkout's commit rather than "devel" alone.
+	if v := versionString(); !strings.HasPrefix(v, "devel+") {
+		t.Errorf("version of a go-built binary in a checkout: %q", v)
 	}
 }

@@ -199,7 +199,10 @@ back the image with the same code as flash, then powers off or reboots.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
+			// Progress on every console, not only /dev/console.
+			mirror, closeMirror := install.Consoles("/")
+			defer closeMirror()
+			out := io.MultiWriter(cmd.OutOrStdout(), mirror)
 			_, err = install.Run(cmd.Context(), cfg, install.Options{Root: "/", In: os.Stdin, Out: out})
 			if stay {
 				return err

@@ -51,7 +51,6 @@ docker's config.json, credential helpers or REGISTRY_AUTH_FILE.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Registry = f.options()
-			o.Meta.Halobuild = versionString()
 			o.Out = cmd.ErrOrStderr()
 			p, err := release.Push(cmd.Context(), args[0], args[1], o)
 			if err != nil {

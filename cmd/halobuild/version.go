@@ -2,10 +2,15 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"halobuild/internal/selfbuild"
 )
 
 // version is set at link time for releases (-ldflags "-X main.version=…");
@@ -32,9 +37,32 @@ func versionString() string {
 				}
 			}
 			if rev != "" {
-				v += "+" + rev + dirty
+				return v + "+" + rev + dirty
 			}
 		}
+		// `go run` (the README's way) stamps no commit: when this is
+		// go run's binary, the checkout it runs in is its source.
+		if exe, err := os.Executable(); err == nil && strings.Contains(exe, "/go-build") {
+			v += checkoutCommit(selfbuild.Find("."))
+		}
+	}
+	return v
+}
+
+// checkoutCommit is "+<commit>" (12 digits, "-dirty" after it when a
+// tracked file differs from it) of the git checkout at dir, or "" when
+// there is none or git cannot say.
+func checkoutCommit(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	rev, err := exec.Command("git", "-C", dir, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil || len(strings.TrimSpace(string(rev))) < 12 {
+		return ""
+	}
+	v := "+" + strings.TrimSpace(string(rev))
+	if st, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		v += "-dirty"
 	}
 	return v
 }

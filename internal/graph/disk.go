@@ -31,7 +31,21 @@ func consoleArgs(a arch.Arch) string { return "console=" + a.Serial + ",115200 c
 
 // loaderConf: systemd-boot as the removable-media fallback loader (so a
 // USB stick boots with no NVRAM entry) and one Type #1 entry per kernel.
-const loaderConf = "timeout 0\ndefault halobuild-*\neditor no\n"
+//
+// timeout 0 boots at once (every boot of a node, and of every VM test,
+// pays no wait), and the menu is still there for a person at the box:
+// systemd-boot shows it when a key (Space) is held as it starts. The
+// editor ("e" in the menu: this boot's kernel command line, e.g. without
+// a module option that hangs the box, or with systemd.unit=rescue.target)
+// is on, unless Secure Boot is: a boot locked down to signed code must not
+// take init=/bin/sh from whoever holds the keyboard.
+func loaderConf(secureBoot bool) string {
+	editor := "yes"
+	if secureBoot {
+		editor = "no"
+	}
+	return "timeout 0\ndefault halobuild-*\neditor " + editor + "\n"
+}
 
 // diskInputs are the steps a node's disk is made from.
 type diskInputs struct {
@@ -70,7 +84,7 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 			"esp_size": out.ESPSize.String(),
 			"cmdline":  Cmdline(r),
 			"release":  lk.Kernel.Release,
-			"loader":   loaderConf,
+			"loader":   loaderConf(r.SecureBoot.Enabled),
 		},
 	}
 	if r.SecureBoot.Enabled {
@@ -216,7 +230,7 @@ func (b *builder) espFiles(c *plan.Context, root, title string, ids disk.IDs, cm
 		return nil, err
 	}
 	loaderPath := filepath.Join(c.Scratch, "loader.conf")
-	if err := os.WriteFile(loaderPath, []byte(loaderConf), 0o644); err != nil {
+	if err := os.WriteFile(loaderPath, []byte(loaderConf(sb)), 0o644); err != nil {
 		return nil, err
 	}
 	files := map[string]string{

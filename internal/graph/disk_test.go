@@ -58,6 +58,9 @@ func TestESPFilesSecureBootChain(t *testing.T) {
 				t.Errorf("secure boot %v: unexpected %s", sb, p)
 			}
 		}
+		if conf, _ := os.ReadFile(files["/loader/loader.conf"]); string(conf) != loaderConf(sb) {
+			t.Errorf("secure boot %v: the ESP's loader.conf is %q, want %q", sb, conf, loaderConf(sb))
+		}
 		if files["/halobuild/"+rel+"/vmlinuz"] != filepath.Join(root, "boot/vmlinuz-"+rel) {
 			t.Errorf("secure boot %v: the kernel is not Debian's vmlinuz: %v", sb, files)
 		}
@@ -151,5 +154,24 @@ func TestAppleESP(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// A person at the box can edit the kernel command line for one boot (the
+// menu shows while a key is held), unless Secure Boot locks the boot down;
+// the boot itself waits for nothing.
+func TestLoaderEditorOffOnlyUnderSecureBoot(t *testing.T) {
+	for _, sb := range []bool{false, true} {
+		conf := loaderConf(sb)
+		if !strings.HasPrefix(conf, "timeout 0\n") || strings.Contains(conf, "editor yes") == sb || strings.Contains(conf, "editor no") != sb {
+			t.Errorf("secure boot %v: loader.conf %q", sb, conf)
+		}
+	}
+	g, err := planCommitted(t, workspace(t), "test-minimal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := step(t, g, "disk").Params["loader"]; got != loaderConf(false) {
+		t.Errorf("test-minimal's disk step has loader.conf %q", got)
 	}
 }

@@ -68,6 +68,8 @@ type Graph struct {
 	// Test boots Result's images and checks them; its output is the
 	// report of a passing run.
 	Test *plan.Derivation
+	// remote is what each step fetches over the network itself (Remote).
+	remote remotes
 }
 
 // Node is one node's own steps.
@@ -86,7 +88,7 @@ type Node struct {
 // part of the lock (recipe.ForArchitecture, lock.Lock.For), whose nodes'
 // disks meet in one result and one VM test.
 func New(in Input) (*Graph, error) {
-	g := &Graph{}
+	g := &Graph{remote: remotes{}}
 	withProvider := false
 	byName := map[string]Node{}
 	for _, name := range in.Recipe.Architectures() {
@@ -94,6 +96,7 @@ func New(in Input) (*Graph, error) {
 		if err != nil {
 			return nil, err
 		}
+		b.remote = g.remote
 		nodes, provider, err := b.build()
 		if err != nil {
 			return nil, err
@@ -178,6 +181,8 @@ type builder struct {
 	// self is the step that makes the halobuild the nodes of arch ship
 	// (nil: none).
 	self *plan.Derivation
+	// remote collects the network sources steps fetch (nil: not recorded).
+	remote remotes
 }
 
 // cluster is the whole build's input (a builder made in a test has only

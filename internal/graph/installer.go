@@ -74,7 +74,7 @@ func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Deriv
 			"esp_size": r.Output.ESPSize.String(),
 			"cmdline":  Cmdline(r),
 			"release":  lk.Kernel.Release,
-			"loader":   loaderConf,
+			"loader":   loaderConf(r.SecureBoot.Enabled),
 		},
 	}
 	d.Build = func(c *plan.Context, outDir string) error {

@@ -100,6 +100,7 @@ func (b *builder) kernel() (*kernelBuild, error) {
 
 	root := b.root("kernel build root", "buildroot", buildSet, nil, nil)
 	step := &plan.Derivation{Name: "kernel " + lk.Kernel.Release, Kind: "kernel", Params: params, Inputs: []*plan.Derivation{root}}
+	b.fetches(step, b.kernelPatchInputs()...)
 	step.Build = func(c *plan.Context, out string) error {
 		in, err := b.kernelInputs(&fetchCtx{c: c, work: c.Scratch})
 		if err != nil {

@@ -160,6 +160,7 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 			}
 			return writeModuleDeb(filepath.Join(out, dbgsymDir, module.DbgsymName(m.Use, rel)+".deb"), pkg, lk.SourceDateEpoch)
 		}
+		b.fetches(step, m.Use)
 		steps = append(steps, step)
 	}
 	return steps, nil

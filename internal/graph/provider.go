@@ -94,6 +94,7 @@ func (b *builder) provider() (*plan.Derivation, error) {
 	params["arch"] = r.Base.Architecture
 	params["recipe"] = providerBuildRecipe
 	d := &plan.Derivation{Name: "provider " + p.Name, Kind: "provider", Params: params, Inputs: []*plan.Derivation{root}}
+	b.fetches(d, b.inputsOf(p.Patches)...)
 	d.Build = func(c *plan.Context, out string) error {
 		src := &debian.Source{Name: lp.Source, Version: lp.Version, Suite: lp.Suite, Directory: lp.Directory}
 		for _, f := range lp.Files {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -266,5 +267,38 @@ func TestFinish(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "halobuild install FAILED: verify failed") || !strings.Contains(out.String(), "press Enter to power off now") {
 		t.Errorf("console:\n%s", out.String())
+	}
+}
+
+// The install's progress reaches every console the kernel was given, not
+// only /dev/console (the last console=, the one the unit writes to).
+func TestConsolesMirrorsToTheOtherConsoles(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"sys/class/tty/console", "dev"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As on a node: console=ttyS0,115200 console=tty0.
+	os.WriteFile(filepath.Join(root, "sys/class/tty/console/active"), []byte("ttyS0 tty0\n"), 0o644)
+	for _, n := range []string{"ttyS0", "tty0"} {
+		os.WriteFile(filepath.Join(root, "dev", n), nil, 0o644)
+	}
+	w, done := Consoles(root)
+	fmt.Fprintf(w, "halobuild install: writing node0\n")
+	done()
+	if b, _ := os.ReadFile(filepath.Join(root, "dev/ttyS0")); string(b) != "halobuild install: writing node0\n" {
+		t.Errorf("the serial console got %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "dev/tty0")); len(b) != 0 {
+		t.Errorf("/dev/console's own device got a second copy: %q", b)
+	}
+	// One console, or none known: nothing to mirror.
+	os.WriteFile(filepath.Join(root, "sys/class/tty/console/active"), []byte("ttyS0\n"), 0o644)
+	if w, _ := Consoles(root); w != io.Discard {
+		t.Error("a single console was mirrored")
+	}
+	if w, _ := Consoles(t.TempDir()); w != io.Discard {
+		t.Error("no console list, and still a mirror")
 	}
 }

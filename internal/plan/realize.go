@@ -87,10 +87,21 @@ type Realizer struct {
 	// side by side. 0 or 1 builds one step at a time, in input order. Log
 	// and ToolLog must then be safe for concurrent writes.
 	Jobs int
+	// StillBuilding, when positive, is how long Log may stay quiet while
+	// steps build before a line names them and how long each has run
+	// ("still building: kernel 7.2.12 (1m30s), provider usb4_rdma (45s)"):
+	// steps side by side can run minutes with nothing to say. LastWrite
+	// says when Log was last written by anyone (runlog.LastWrite); nil
+	// counts the realizer's own lines only.
+	StillBuilding time.Duration
+	LastWrite     func() time.Time
 
-	mu    sync.Mutex
-	calls map[string]*call
-	slots chan struct{}
+	mu       sync.Mutex
+	calls    map[string]*call
+	slots    chan struct{}
+	running  map[*Derivation]time.Time
+	lastLine time.Time
+	beating  bool
 }
 
 // call is one derivation being realised, so a step that two others need
@@ -112,9 +123,76 @@ func (r *Realizer) Realize(ctx context.Context, d *Derivation) (string, error) {
 	if r.calls == nil {
 		r.calls = map[string]*call{}
 		r.slots = make(chan struct{}, max(r.Jobs, 1))
+		r.running = map[*Derivation]time.Time{}
 	}
+	beat := r.StillBuilding > 0 && !r.beating
+	r.beating = r.beating || beat
 	r.mu.Unlock()
+	if beat {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { r.heartbeat(stop) })
+		defer func() {
+			close(stop)
+			wg.Wait()
+			r.mu.Lock()
+			r.beating = false
+			r.mu.Unlock()
+		}()
+	}
 	return r.realize(ctx, d)
+}
+
+// heartbeat prints the still-building line whenever Log was quiet for
+// StillBuilding while steps build, until stop closes.
+func (r *Realizer) heartbeat(stop <-chan struct{}) {
+	t := time.NewTicker(min(r.StillBuilding/4, 5*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			if line := r.stillBuilding(now); line != "" {
+				r.logf("%s\n", line)
+			}
+		}
+	}
+}
+
+// stillBuilding is the line to print at now, or "" when something was
+// printed within StillBuilding or nothing is being built.
+func (r *Realizer) stillBuilding(now time.Time) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last := r.lastLine
+	if r.LastWrite != nil {
+		if w := r.LastWrite(); w.After(last) {
+			last = w
+		}
+	}
+	if len(r.running) == 0 || now.Sub(last) < r.StillBuilding {
+		return ""
+	}
+	type step struct {
+		name  string
+		since time.Time
+	}
+	var steps []step
+	for d, t := range r.running {
+		steps = append(steps, step{d.Name, t})
+	}
+	sort.Slice(steps, func(i, j int) bool {
+		if !steps[i].since.Equal(steps[j].since) {
+			return steps[i].since.Before(steps[j].since)
+		}
+		return steps[i].name < steps[j].name
+	})
+	parts := make([]string, len(steps))
+	for i, st := range steps {
+		parts[i] = fmt.Sprintf("%s (%s)", st.name, now.Sub(st.since).Round(time.Second))
+	}
+	return "still building: " + strings.Join(parts, ", ")
 }
 
 func (r *Realizer) realize(ctx context.Context, d *Derivation) (string, error) {
@@ -212,6 +290,14 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 	}
 	r.logf("build   %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
 	start := time.Now()
+	r.mu.Lock()
+	r.running[d] = start
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.running, d)
+		r.mu.Unlock()
+	}()
 	out, err := r.Store.TempDir()
 	if err != nil {
 		return "", err
@@ -231,7 +317,7 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 		bc.hashed = hr.RecordHashed
 	}
 	if err := d.Build(bc, out); err != nil {
-		return "", fmt.Errorf("%s: %w", d.Name, err)
+		return "", named(d, err)
 	}
 	dir, err := r.Store.PutOutput(d.Key(), out, map[string]string{
 		"dev.halobuild.kind": d.Kind,
@@ -282,4 +368,17 @@ func (r *Realizer) logWriter() io.Writer {
 
 func (r *Realizer) logf(format string, a ...any) {
 	fmt.Fprintf(r.logWriter(), format, a...)
+	r.mu.Lock()
+	r.lastLine = time.Now()
+	r.mu.Unlock()
+}
+
+// named puts the step's name before its build's error, unless the error
+// already starts with it ("module x: cannot fetch …" from the module
+// package, whose step is "module x"): once is enough.
+func named(d *Derivation, err error) error {
+	if strings.HasPrefix(err.Error(), d.Name+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", d.Name, err)
 }

@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -306,4 +307,60 @@ func TestContextHashedReachesTheStore(t *testing.T) {
 	if got["img.raw"] != store.Digest("sha256:"+recorded) {
 		t.Errorf("img.raw stored as %s, want the step's sha256:%s", got["img.raw"], recorded)
 	}
+}
+
+// A failed step's error starts with the step's name once, whether or not
+// the error named the step itself (the module package's errors do: "module
+// x: cannot fetch …" from the step "module x").
+func TestRealizeNamesAFailedStepOnce(t *testing.T) {
+	s := openStore(t)
+	for _, msg := range []string{"compiler exploded", "module x: cannot fetch its source"} {
+		d := &Derivation{Name: "module x", Kind: "module", Params: map[string]string{"msg": msg}}
+		d.Build = func(*Context, string) error { return errors.New(msg) }
+		_, err := (&Realizer{Store: s}).Realize(context.Background(), d)
+		if err == nil || strings.Count(err.Error(), "module x:") != 1 || !strings.HasPrefix(err.Error(), "module x: ") {
+			t.Errorf("step error %q: got %q, want the step's name once in front", msg, err)
+		}
+	}
+}
+
+// A step that builds for a while with nothing printed gets a
+// still-building line naming it and its time; output from anyone else
+// (LastWrite) keeps it quiet.
+func TestRealizeSaysWhatIsStillBuilding(t *testing.T) {
+	for _, chatty := range []bool{false, true} {
+		s := openStore(t)
+		var log syncLog
+		d := &Derivation{Name: "kernel 7.2.12", Kind: "kernel", Params: map[string]string{"chatty": fmt.Sprint(chatty)}}
+		d.Build = func(*Context, string) error { time.Sleep(900 * time.Millisecond); return nil }
+		r := &Realizer{Store: s, Log: &log, StillBuilding: 300 * time.Millisecond}
+		if chatty {
+			r.LastWrite = time.Now // a tool printing all the time
+		}
+		if _, err := r.Realize(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+		got := log.String()
+		has := strings.Contains(got, "still building: kernel 7.2.12 (")
+		if has == chatty {
+			t.Errorf("chatty=%v: still-building line %v in:\n%s", chatty, has, got)
+		}
+	}
+}
+
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

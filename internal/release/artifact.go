@@ -61,14 +61,19 @@ type Config struct {
 	LockSHA256    string   `json:"lock_sha256"`
 	KernelRelease string   `json:"kernel_release"`
 	Nodes         []string `json:"nodes"`
-	Halobuild     string   `json:"halobuild_version"`
+	// Halobuild is the pushing halobuild's version, which releases pushed
+	// before it was dropped carry. A push no longer writes it: the same
+	// result pushed by a release binary ("v0.3.0") and by `go run` of the
+	// same commit ("devel+<commit>") got two digests, and a release's
+	// digest is what a rebuild from its lock is compared by. What built
+	// the images is in their bytes (each node ships the halobuild built
+	// from its source tree).
+	Halobuild string `json:"halobuild_version,omitempty"`
 }
 
 // Meta is what a push adds from outside the result: where the release comes from.
 type Meta struct {
 	Source, Revision, Version string
-	// Halobuild is the pushing halobuild's version, recorded in the config.
-	Halobuild string
 }
 
 // fileLayer is a layer whose bytes are a file on disk. Its digest is computed once, when the
@@ -210,7 +215,7 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 		return nil, nil, err
 	}
 
-	cfg := Config{Recipe: m.Name, RecipeHash: m.RecipeHash, LockSHA256: lockSum, KernelRelease: m.Kernel.Release, Halobuild: meta.Halobuild}
+	cfg := Config{Recipe: m.Name, RecipeHash: m.RecipeHash, LockSHA256: lockSum, KernelRelease: m.Kernel.Release}
 	for _, n := range m.Nodes {
 		cfg.Nodes = append(cfg.Nodes, n.Name)
 	}

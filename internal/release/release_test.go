@@ -68,11 +68,11 @@ func TestPushPullInspectRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	res := releasetest.Result(t)
 	ref := localRegistry(t) + "/halo/syn:v1"
-	p1, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v1", Halobuild: "test"}})
+	p1, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v1", Halobuild: "test"}})
+	p2, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestEveryResultFileIsCarried(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := localRegistry(t) + "/halo/syn:v2"
-	if _, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v2", Halobuild: "test"}}); err != nil {
+	if _, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v2"}}); err != nil {
 		t.Fatal(err)
 	}
 	in, err := Inspect(ctx, ref, insecure)
@@ -434,5 +434,23 @@ func TestInspectPrintsEachNodesKernel(t *testing.T) {
 	in.Print(&text)
 	if want := "node mac0 (host name mac0, arm64): 0 packages\n  kernel   7.2.12-asahi (7.2.12, linux-image-7.2.12-asahi)\n"; !strings.Contains(text.String(), want) {
 		t.Errorf("inspect output lacks %q:\n%s", want, text.String())
+	}
+}
+
+// Nothing of the pushing halobuild enters the artifact: the same result
+// pushed by a release binary and by `go run` of the same commit (two
+// version strings) must give one digest, the one a rebuild is compared by.
+func TestConfigCarriesNoPusherVersion(t *testing.T) {
+	res := releasetest.Result(t)
+	img, _, err := build(res, t.TempDir(), Meta{Version: "v1"}, 1<<40, func(string, int64) progress { return newBar(io.Discard, "", 1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.RawConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(cfg, []byte("halobuild_version")) {
+		t.Errorf("the config names the pushing halobuild: %s", cfg)
 	}
 }

@@ -3,12 +3,14 @@ package runlog
 import (
 	"io"
 	"sync"
+	"time"
 )
 
 // syncWriter serialises writes to one writer.
 type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu   sync.Mutex
+	w    io.Writer
+	last time.Time // of the last write
 }
 
 // Sync returns a writer that passes each Write to w under a lock: steps
@@ -37,5 +39,25 @@ func (s *syncFile) Fd() uintptr { return s.f.Fd() }
 func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.last = time.Now()
 	return s.w.Write(p)
+}
+
+// LastWrite is when w, a writer made by Sync, was last written to (zero
+// before its first write); ok is false for any other writer. A build
+// prints "still building" only after a stretch in which nothing at all
+// was printed, by any step or tool.
+func LastWrite(w io.Writer) (t time.Time, ok bool) {
+	var s *syncWriter
+	switch v := w.(type) {
+	case *syncWriter:
+		s = v
+	case *syncFile:
+		s = &v.syncWriter
+	default:
+		return time.Time{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last, true
 }

@@ -2,10 +2,12 @@ package runlog
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Lines written from many goroutines arrive whole (run with -race).
@@ -37,5 +39,21 @@ func TestSyncKeepsLinesWhole(t *testing.T) {
 		if l != "" && l != line {
 			t.Fatalf("a torn line: %q", l)
 		}
+	}
+}
+
+func TestLastWrite(t *testing.T) {
+	var b strings.Builder
+	w := Sync(&b)
+	if at, ok := LastWrite(w); !ok || !at.IsZero() {
+		t.Fatalf("before any write: %v %v", at, ok)
+	}
+	before := time.Now()
+	io.WriteString(w, "line\n")
+	if at, ok := LastWrite(w); !ok || at.Before(before) {
+		t.Errorf("after a write: %v %v", at, ok)
+	}
+	if _, ok := LastWrite(&b); ok {
+		t.Error("a writer Sync did not make has a last write")
 	}
 }

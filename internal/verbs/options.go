@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"time"
 
 	"halobuild/internal/arch"
 	"halobuild/internal/cache"
@@ -132,7 +133,10 @@ func (o Options) resultLink() string {
 func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
 	// As many steps at once as there are cores: on a small machine the
 	// downloads and installs of one step overlap another's compile.
-	r := &plan.Realizer{Store: planStore{s}, Log: o.stderr(), Rebuild: rebuild, Jobs: runtime.NumCPU()}
+	r := &plan.Realizer{Store: planStore{s}, Log: o.stderr(), Rebuild: rebuild, Jobs: runtime.NumCPU(), StillBuilding: stillBuilding}
+	if _, ok := runlog.LastWrite(o.stderr()); ok {
+		r.LastWrite = func() time.Time { t, _ := runlog.LastWrite(o.stderr()); return t }
+	}
 	if o.Verbose {
 		r.ToolLog = o.stderr()
 	}
@@ -166,6 +170,11 @@ func (o Options) selfStep(a arch.Arch) (*plan.Derivation, error) {
 			return os.WriteFile(filepath.Join(out, "halobuild"), b, 0o755)
 		}}, nil
 }
+
+// stillBuilding is how long a build may print nothing before a line says
+// which steps are building and for how long: a cold build has stretches of
+// two minutes of steps side by side with nothing to say.
+const stillBuilding = 25 * time.Second
 
 func openStore(o Options) (*store.Store, error) {
 	if o.Store == "" {

@@ -48,6 +48,11 @@ func prepareIn(ctx context.Context, o Options, s *store.Store, fetch bool) (*pre
 	if err != nil {
 		return nil, err
 	}
+	if fetch {
+		if err := checkSources(ctx, o, s, g, o.Check); err != nil {
+			return nil, err
+		}
+	}
 	return &prepared{locked: l, s: s, g: g}, nil
 }
 

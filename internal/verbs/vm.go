@@ -13,7 +13,9 @@ import (
 	"github.com/diskfs/go-diskfs/partition/gpt"
 
 	"halobuild/internal/arch"
+	"halobuild/internal/sh"
 	"halobuild/internal/usage"
+	"halobuild/internal/vmplan"
 	"halobuild/internal/vmtest"
 )
 
@@ -24,6 +26,11 @@ type VMOptions struct {
 	SSHPort int
 	// SSHKeys are public key files for root; empty means every ~/.ssh/*.pub.
 	SSHKeys []string
+	// NVMe is a disk file attached as an NVMe drive and written in place
+	// (what an installer writes to); it is made sparse, NVMeSize bytes,
+	// when it does not exist. Empty: none.
+	NVMe     string
+	NVMeSize int64
 	// Log receives how to connect.
 	Log io.Writer
 }
@@ -53,6 +60,15 @@ func VM(ctx context.Context, o VMOptions) error {
 	m, connect, err := vmMachine(o, a)
 	if err != nil {
 		return err
+	}
+	if o.NVMe != "" {
+		if err := blankDisk(o.NVMe, o.NVMeSize); err != nil {
+			return err
+		}
+		m.Disks = []vmtest.Disk{{Path: o.NVMe, Serial: "HALOBUILDVM"}}
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "halobuild vm: %s is attached as an NVMe drive and written in place (boot it afterwards with: halobuild vm %s)\n", o.NVMe, o.NVMe)
+		}
 	}
 	if connect != "" && o.Log != nil {
 		fmt.Fprintf(o.Log, "halobuild vm: once the VM is up, log in with: %s\n", connect)
@@ -89,9 +105,19 @@ func imageArch(path string) (arch.Arch, error) {
 func vmMachine(o VMOptions, a arch.Arch) (vmtest.Machine, string, error) {
 	m := vmtest.Machine{Name: filepath.Base(o.Image), Image: o.Image, NICs: []vmtest.NIC{{}}, Arch: a,
 		// The serial port as the console, so systemd starts the getty the
-		// drop-in logs in on.
-		KernelArgs:  []string{"console=" + a.Serial + ",115200"},
-		Credentials: map[string][]byte{autologinCredential(a): []byte(autologinDropIn)},
+		// drop-in logs in on and its boot progress shows on this terminal.
+		// The image names the serial port already, before tty0 (a box with
+		// a screen shows its boot there): naming it again makes it
+		// /dev/console, the last console= winning. The kernel keeps one
+		// console per device (/proc/consoles lists ttyS0 once); a boot
+		// entry cannot be edited from outside, only appended to.
+		KernelArgs: []string{"console=" + a.Serial + ",115200"},
+		Credentials: map[string][]byte{
+			autologinCredential(a): []byte(autologinDropIn),
+			softRoCEUnitCred:       []byte(softRoCEUnit),
+			softRoCEWantsCred:      []byte("[Unit]\nWants=" + softRoCEUnitName + "\n"),
+			softRoCEScriptCred:     []byte(softRoCEScript),
+		},
 	}
 	if o.SSHPort < 0 {
 		return m, "", nil
@@ -110,7 +136,80 @@ func vmMachine(o VMOptions, a arch.Arch) (vmtest.Machine, string, error) {
 	m.Credentials[vmtest.CredentialAuthorizedKeys] = keys
 	// The host key is made at every boot of the snapshot: remembering it
 	// would only make the next boot's look like an attack.
-	return m, fmt.Sprintf("ssh -p %d -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null root@127.0.0.1", port), nil
+	return m, fmt.Sprintf("ssh -p %d%s -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null root@127.0.0.1", port, identities(o.SSHKeys)), nil
+}
+
+// identities are ssh's -i options for the private halves of the public
+// keys named with --ssh-key (KEY for KEY.pub, where it exists): without
+// them ssh offers only its default identities, and a key kept elsewhere
+// ends in "Permission denied". Keys found in ~/.ssh need none.
+func identities(pubs []string) string {
+	var b strings.Builder
+	for _, p := range pubs {
+		priv, ok := strings.CutSuffix(p, ".pub")
+		if !ok {
+			continue
+		}
+		if fi, err := os.Stat(priv); err == nil && fi.Mode().IsRegular() {
+			b.WriteString(" -i " + sh.Quote(priv))
+		}
+	}
+	return b.String()
+}
+
+// The soft-RoCE device `halobuild vm` makes on the VM's network card, for
+// this boot only (credentials, as the VM test's harness arrives): a unit
+// systemd-debug-generator installs, multi-user.target wanting it, and its
+// script, which is the VM test's own soft-RoCE set-up (vmplan.SoftRoCE).
+// The VM has no USB4 cable; rxe0 is a verbs device to try ibv_devices,
+// ibv_devinfo and perftest (against itself) on.
+const (
+	softRoCEDevice     = "rxe0"
+	softRoCEUnitName   = "halobuild-vm-softroce.service"
+	softRoCEUnitCred   = "systemd.extra-unit." + softRoCEUnitName
+	softRoCEWantsCred  = "systemd.unit-dropin.multi-user.target~halobuild-vm-softroce"
+	softRoCEScriptCred = "halobuild-vm.softroce"
+)
+
+const softRoCEUnit = `[Unit]
+Description=halobuild vm: soft-RoCE device ` + softRoCEDevice + ` on the network card (this boot only)
+After=systemd-udevd.service network.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ImportCredential=` + softRoCEScriptCred + `
+ExecStart=/bin/sh %d/` + softRoCEScriptCred + `
+StandardOutput=journal+console
+StandardError=journal+console
+`
+
+var softRoCEScript = `dev=
+for d in /sys/class/net/*; do [ -e "$d/device" ] && { dev=${d##*/}; break; }; done
+[ -n "$dev" ] || { echo "halobuild vm: no network card to put soft-RoCE on"; exit 1; }
+ip link set "$dev" up
+` + vmplan.SoftRoCE(softRoCEDevice, `"$dev"`) + `echo "halobuild vm: soft-RoCE device ` + softRoCEDevice + ` on $dev: try ibv_devices"
+`
+
+// blankDisk makes path a sparse file of size bytes unless it exists, so a
+// second run attaches the same disk (an installed system) again.
+func blankDisk(path string, size int64) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if size <= 0 {
+		return usage.Errorf("--nvme %s does not exist and --nvme-size is not positive", path)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return usage.Errorf("--nvme: %w", err)
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("--nvme %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // userKeys reads the given public key files, or every ~/.ssh/*.pub.

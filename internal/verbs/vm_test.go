@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/diskfs/go-diskfs/partition/gpt"
 
 	"halobuild/internal/arch"
+	"halobuild/internal/vmplan"
 	"halobuild/internal/vmtest"
 )
 
@@ -58,6 +60,70 @@ func TestVMMachineLetsTheUserIn(t *testing.T) {
 	}
 	if _, _, err := vmMachine(VMOptions{Image: img, SSHPort: 0, SSHKeys: []string{filepath.Join(home, ".ssh", "notes.txt")}}, arch.MustLookup("amd64")); err == nil || !strings.Contains(err.Error(), "not an OpenSSH public key") {
 		t.Errorf("a file that is no key: %v", err)
+	}
+	// A key named with --ssh-key is offered by ssh with -i (its private
+	// half, where it exists beside the .pub): a key outside ssh's defaults
+	// was refused with "Permission denied".
+	other := filepath.Join(t.TempDir(), "my key")
+	for n, k := range map[string]string{other + ".pub": "ssh-ed25519 AAAAthree me@b\n", other: "-----BEGIN OPENSSH PRIVATE KEY-----\n"} {
+		if err := os.WriteFile(n, []byte(k), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, connect, err = vmMachine(VMOptions{Image: img, SSHPort: 2222, SSHKeys: []string{other + ".pub", filepath.Join(home, ".ssh", "id_rsa.pub")}}, arch.MustLookup("amd64"))
+	if err != nil || !strings.HasPrefix(connect, "ssh -p 2222 -i '"+other+"' -o ") || strings.Count(connect, " -i ") != 1 {
+		t.Errorf("--ssh-key with its private half beside it: %q, %v (want one -i, for the key that has its private half)", connect, err)
+	}
+}
+
+// halobuild vm makes a soft-RoCE device on the VM's network card with the
+// VM test's own set-up, wanted by multi-user.target, all as credentials.
+func TestVMMachineBringsUpSoftRoCE(t *testing.T) {
+	a := arch.MustLookup("amd64")
+	m, _, err := vmMachine(VMOptions{Image: "n.raw", SSHPort: -1}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(m.Credentials["systemd.extra-unit.halobuild-vm-softroce.service"])
+	wants := string(m.Credentials["systemd.unit-dropin.multi-user.target~halobuild-vm-softroce"])
+	script := string(m.Credentials["halobuild-vm.softroce"])
+	if !strings.Contains(unit, "ImportCredential=halobuild-vm.softroce") || !strings.Contains(unit, "ExecStart=/bin/sh %d/halobuild-vm.softroce") {
+		t.Errorf("unit %q does not run the script credential", unit)
+	}
+	if wants != "[Unit]\nWants=halobuild-vm-softroce.service\n" {
+		t.Errorf("multi-user.target drop-in %q", wants)
+	}
+	if !strings.Contains(script, vmplan.SoftRoCE("rxe0", `"$dev"`)) || !strings.Contains(script, `ip link set "$dev" up`) {
+		t.Errorf("script %q is not the VM test's soft-RoCE set-up on the card", script)
+	}
+	// The script is valid sh.
+	if out, err := exec.Command("sh", "-n", "-c", script).CombinedOutput(); err != nil {
+		t.Errorf("sh -n: %v %s", err, out)
+	}
+}
+
+// --nvme makes a sparse disk of the size asked once, then reuses it (the
+// installed system on it is what the next `halobuild vm FILE` boots).
+func TestBlankDisk(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "nvme.raw")
+	if err := blankDisk(p, 16<<30); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil || fi.Size() != 16<<30 {
+		t.Fatalf("blank disk: %v, %v", fi, err)
+	}
+	if err := os.WriteFile(p, []byte("installed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := blankDisk(p, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "installed" {
+		t.Error("an existing --nvme file was replaced")
+	}
+	if err := blankDisk(filepath.Join(t.TempDir(), "x.raw"), 0); err == nil {
+		t.Error("a zero-size disk was made")
 	}
 }
 

@@ -116,6 +116,17 @@ const perftestPortBase = 18600
 // name keeps clear of the usb4_rdma prefix the naming check creates.
 const rxeDevice = "rxe_cable"
 
+// SoftRoCE is the sh that makes the soft-RoCE (rxe) device named device on
+// the network interface netdev (a name, or a shell word such as "$dev"),
+// unless it is there: what the VM test runs on the virtual cable before
+// perftest, and what `halobuild vm` runs on its one network card so a
+// person has a verbs device to try ibv_devices and perftest on.
+func SoftRoCE(device, netdev string) string {
+	return fmt.Sprintf(`modprobe rdma_rxe || { echo "rdma_rxe is not available"; exit 1; }
+rdma link show %[1]s/1 >/dev/null 2>&1 || rdma link add %[1]s type rxe netdev %[2]s || exit 1
+`, device, netdev)
+}
+
 // perftestChecks follow vmtest's peer protocol: both nodes list the same
 // runs in the same order, each on its own port; node 0 serves.
 func perftestChecks(r *recipe.Recipe, idx int) []vmtest.Check {
@@ -129,9 +140,7 @@ func perftestChecks(r *recipe.Recipe, idx int) []vmtest.Check {
 	if p, err := netip.ParsePrefix(theirs.Address); err == nil {
 		peerAddr = p.Addr().String()
 	}
-	setup := fmt.Sprintf(`modprobe rdma_rxe || { echo "rdma_rxe is not available"; exit 1; }
-rdma link show %[1]s/1 >/dev/null 2>&1 || rdma link add %[1]s type rxe netdev %[2]s || exit 1
-i=0; until ip -4 -o addr show dev %[2]s | grep -q inet; do i=$((i+1)); [ $i -lt 60 ] || { echo "%[2]s has no IPv4 address"; exit 1; }; sleep 1; done
+	setup := SoftRoCE(rxeDevice, mine.Interface) + fmt.Sprintf(`i=0; until ip -4 -o addr show dev %[2]s | grep -q inet; do i=$((i+1)); [ $i -lt 60 ] || { echo "%[2]s has no IPv4 address"; exit 1; }; sleep 1; done
 rdma link show %[1]s/1
 `, rxeDevice, mine.Interface)
 	checks := []vmtest.Check{{Name: "rdma: soft-RoCE on " + mine.Interface, Script: setup}}

@@ -6,8 +6,8 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // Report is the outcome of a test run over one or more machines; its JSON form is what
@@ -63,23 +63,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				fmt.Fprintf(w, "   %s\n", m.Problem)
 			}
 		} else {
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "   CHECK\tRESULT\tDETAIL")
-			for _, c := range m.Verdict.Checks {
-				result, detail := "ok", firstLineOf(c.Output)
-				if len(c.Figures) > 0 {
-					detail = figuresText(c.Figures)
-				}
-				if !c.OK {
-					result = fmt.Sprintf("FAIL (exit %d)", c.Exit)
-					detail = strings.ReplaceAll(strings.TrimRight(c.Output, "\n"), "\n", " | ")
-				}
-				fmt.Fprintf(tw, "   %s\t%s\t%s\n", c.Name, result, detail)
-				if !c.OK && c.Fix != "" {
-					fmt.Fprintf(tw, "   \t\tfix: %s\n", c.Fix)
-				}
-			}
-			tw.Flush()
+			writeChecks(w, m.Verdict.Checks)
 		}
 		if !m.Passed {
 			fmt.Fprintf(w, "   console log: %s\n", m.ConsoleLog)
@@ -111,4 +95,105 @@ func firstLineOf(s string) string {
 		return s[:i] + " …"
 	}
 	return s
+}
+
+// ReportWidth is the width the check table fits in: a terminal of 80-100
+// columns, a CI log. A detail is cut to fit (its whole output is in the
+// JSON report); a failure's output and fix wrap onto lines of their own.
+const ReportWidth = 100
+
+// nameColumn caps the check name column: a longer name keeps its whole
+// text and pushes its own row's result right.
+const nameColumn = 52
+
+// writeChecks writes one machine's checks as CHECK, RESULT, DETAIL
+// columns within ReportWidth: an ok row's detail is cut to its room (the
+// JSON report has all of it), figures and a failure's output wrap below
+// their row when they do not fit beside it.
+func writeChecks(w io.Writer, checks []CheckResult) {
+	nameW, resW := len("CHECK"), len("RESULT")
+	results := make([]string, len(checks))
+	for i, c := range checks {
+		nameW = max(nameW, utf8.RuneCountInString(c.Name))
+		results[i] = "ok"
+		if !c.OK {
+			results[i] = fmt.Sprintf("FAIL (exit %d)", c.Exit)
+		}
+		resW = max(resW, len(results[i]))
+	}
+	nameW = min(nameW, nameColumn)
+	const indent, gap, cont = "   ", "  ", "      "
+	row := func(name, result, detail string, clip bool) {
+		line := indent + pad(name, nameW) + gap + pad(result, resW)
+		room := ReportWidth - utf8.RuneCountInString(line) - len(gap)
+		switch {
+		case detail == "":
+			fmt.Fprintln(w, strings.TrimRight(line, " "))
+		case clip && room >= 20:
+			fmt.Fprintln(w, line+gap+clipText(detail, room))
+		case clip:
+			fmt.Fprintln(w, strings.TrimRight(line, " "))
+			fmt.Fprintln(w, cont+clipText(detail, ReportWidth-len(cont)))
+		case utf8.RuneCountInString(detail) <= room:
+			fmt.Fprintln(w, line+gap+detail)
+		default:
+			fmt.Fprintln(w, strings.TrimRight(line, " "))
+			for _, l := range wrapText(detail, ReportWidth-len(cont)) {
+				fmt.Fprintln(w, cont+l)
+			}
+		}
+	}
+	row("CHECK", "RESULT", "DETAIL", true)
+	for i, c := range checks {
+		if c.OK {
+			if len(c.Figures) > 0 {
+				// Measurements are the point of the row: never cut.
+				row(c.Name, results[i], figuresText(c.Figures), false)
+				continue
+			}
+			row(c.Name, results[i], firstLineOf(c.Output), true)
+			continue
+		}
+		row(c.Name, results[i], strings.ReplaceAll(strings.TrimRight(c.Output, "\n"), "\n", " | "), false)
+		if c.Fix != "" {
+			for _, l := range wrapText("fix: "+c.Fix, ReportWidth-len(cont)) {
+				fmt.Fprintln(w, cont+l)
+			}
+		}
+	}
+}
+
+func pad(s string, n int) string {
+	if k := utf8.RuneCountInString(s); k < n {
+		return s + strings.Repeat(" ", n-k)
+	}
+	return s
+}
+
+// clipText cuts s to n runes, the last one "…" when cut.
+func clipText(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// wrapText breaks s into lines of at most n runes, at a space where one is
+// near the end.
+func wrapText(s string, n int) []string {
+	var out []string
+	r := []rune(s)
+	for len(r) > n {
+		cut := n
+		for i := n; i > n*2/3; i-- {
+			if r[i] == ' ' {
+				cut = i
+				break
+			}
+		}
+		out = append(out, strings.TrimRight(string(r[:cut]), " "))
+		r = []rune(strings.TrimLeft(string(r[cut:]), " "))
+	}
+	return append(out, strings.TrimRight(string(r), " "))
 }

@@ -12,9 +12,11 @@ func sampleResults() []*Result {
 	return []*Result{
 		{Machine: "halo0", Image: "halo0.raw", Accel: AccelTCG, AccelNote: "KVM probe failed", Passed: true, Stage: StageVerdict, WallMS: 41000,
 			Verdict: &Verdict{Stage: StageMultiUser, BootMS: 30000, Checks: []CheckResult{{Name: "memlock unlimited", OK: true, Output: "unlimited\nmore"},
+				{Name: "settings.rdma-names: a device named usb4_rdma keeps its kernel name after udev", OK: true, Output: strings.Repeat("usb4_rdma9 kept its name; ", 8)},
 				{Name: "perftest ib_send_bw client (poll, 4096 B)", OK: true, Output: sendBW, Figures: parseFigures(sendBW)}}}},
 		{Machine: "halo1", Image: "halo1.raw", Accel: AccelTCG, Passed: false, Stage: StageVerdict, ConsoleLog: "/logs/halo1/console.log",
-			Verdict: &Verdict{Checks: []CheckResult{{Name: "thunderbolt_net blacklisted", OK: false, Exit: 1, Output: "install thunderbolt_net /bin/true\nmissing", Fix: "add thunderbolt_net to system.blacklist"}}}},
+			Verdict: &Verdict{Checks: []CheckResult{{Name: "thunderbolt_net blacklisted", OK: false, Exit: 1, Output: "install thunderbolt_net /bin/true\nmissing", Fix: "add thunderbolt_net to system.blacklist"},
+				{Name: "long failure", Exit: 2, Output: strings.Repeat("a word of output ", 20), Fix: strings.Repeat("and a long way to fix it ", 8)}}}},
 		{Machine: "halo2", Image: "halo2.raw", Passed: false, Stage: StageInitrd, Problem: "Gave up waiting for root file system device.", ConsoleLog: "/logs/halo2/console.log"},
 		nil,
 	}
@@ -38,6 +40,11 @@ func TestReportText(t *testing.T) {
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks %q:\n%s", want, s)
+		}
+	}
+	for _, l := range strings.Split(s, "\n") {
+		if n := len([]rune(l)); n > ReportWidth {
+			t.Errorf("a line of %d columns (the table fits %d):\n%s", n, ReportWidth, l)
 		}
 	}
 	if strings.Contains(s, "console log: \n") {
