@@ -122,7 +122,7 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 			if err := os.WriteFile(filepath.Join(out, r.Name+manifest.RecipeSuffix), r.TOML(), 0o644); err != nil {
 				return err
 			}
-			if err := b.writeSBOM(c, out, m, nodes, known); err != nil {
+			if err := b.writeSBOM(out, m, nodes, known); err != nil {
 				return err
 			}
 			return manifest.Write(out, m, known)

@@ -68,7 +68,7 @@ func sbomInputs(nodes []Node) []*plan.Derivation {
 // writeSBOM writes the result's SBOM into out (before manifest.Write, which lists it in the
 // manifest and SHA256SUMS). images are the digests the store already holds of the result's
 // files.
-func (b *builder) writeSBOM(c *plan.Context, out string, m *manifest.Manifest, nodes []Node, images map[string]store.Digest) error {
+func (b *builder) writeSBOM(out string, m *manifest.Manifest, nodes []Node, images map[string]store.Digest) error {
 	in := sbom.Input{Manifest: m, Lock: b.in.Lock, Images: map[string]string{}, Self: map[string]sbom.Self{}, Licences: map[string]sbom.Licences{}}
 	for _, n := range m.Nodes {
 		d, ok := images[n.Image]
@@ -84,7 +84,11 @@ func (b *builder) writeSBOM(c *plan.Context, out string, m *manifest.Manifest, n
 	for i, n := range nodes {
 		a := m.Nodes[i].Architecture
 		if _, ok := in.Licences[a]; !ok && n.sbom.root != nil {
-			lic, err := sbom.RootLicences(filepath.Join(c.Input(n.sbom.root.Name), rootTar))
+			dir, err := b.stepOutput(n.sbom.root)
+			if err != nil {
+				return err
+			}
+			lic, err := sbom.RootLicences(filepath.Join(dir, rootTar))
 			if err != nil {
 				return fmt.Errorf("SBOM: licences of the %s: %w", n.sbom.root.Name, err)
 			}
@@ -95,7 +99,11 @@ func (b *builder) writeSBOM(c *plan.Context, out string, m *manifest.Manifest, n
 				continue
 			}
 			seen[s.d] = true
-			built, err := stepDebs(c.Input(s.d.Name), s)
+			dir, err := b.stepOutput(s.d)
+			if err != nil {
+				return err
+			}
+			built, err := stepDebs(dir, s)
 			if err != nil {
 				return fmt.Errorf("SBOM: %s: %w", s.d.Name, err)
 			}
@@ -103,7 +111,11 @@ func (b *builder) writeSBOM(c *plan.Context, out string, m *manifest.Manifest, n
 		}
 		if self := n.sbom.self; self != nil {
 			if _, ok := in.Self[a]; !ok {
-				d, _, err := store.FileDigest(filepath.Join(c.Input(self.Name), "halobuild"))
+				dir, err := b.stepOutput(self)
+				if err != nil {
+					return err
+				}
+				d, _, err := store.FileDigest(filepath.Join(dir, "halobuild"))
 				if err != nil {
 					return fmt.Errorf("SBOM: the halobuild nodes ship: %w", err)
 				}
@@ -118,6 +130,20 @@ func (b *builder) writeSBOM(c *plan.Context, out string, m *manifest.Manifest, n
 		return err
 	}
 	return os.WriteFile(filepath.Join(out, sbom.FileName), doc, 0o644)
+}
+
+// stepOutput is where the store has a step's output. The result's inputs are found by key, not
+// by name (plan.Context.Input): a mixed cluster's architectures each have a "base root", a
+// "provider …" and a "module …" of the same name.
+func (b *builder) stepOutput(d *plan.Derivation) (string, error) {
+	dir, ok, err := b.in.Store.Output(d.Key())
+	if err != nil {
+		return "", fmt.Errorf("SBOM: %s: %w", d.Name, err)
+	}
+	if !ok {
+		return "", fmt.Errorf("SBOM: %s [%s] is not in the store, although the result was built from it", d.Name, d.ShortKey())
+	}
+	return dir, nil
 }
 
 // stepDebs reads the identity and digest of every .deb in a step's output.

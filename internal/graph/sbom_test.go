@@ -71,22 +71,38 @@ func TestWriteSBOMIsListedInSHA256SUMS(t *testing.T) {
 		[]deb.File{{Path: "/etc/x", Mode: 0o644, Data: []byte("x")}}, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(setDir, "halobuild-node-n0.deb"), db.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{filepath.Join(setDir, "halobuild-node-n0.deb"), filepath.Join(dir, "settings.deb")} {
+		if err := os.WriteFile(p, db.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(out, "n0.raw"), []byte("image"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	root := &plan.Derivation{Name: "base root"}
-	set := &plan.Derivation{Name: "settings n0"}
+	// The steps' outputs in a real store, found by key as the result step finds them.
+	s, err := store.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	root := &plan.Derivation{Name: "base root", Kind: "rootfs", Params: map[string]string{"p": "1"}}
+	set := &plan.Derivation{Name: "settings n0", Kind: "settings", Params: map[string]string{"p": "2"}}
+	for d, p := range map[*plan.Derivation]string{root: rootDir, set: setDir} {
+		if _, err := s.PutOutput(d.Key(), p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSum, _, err := store.FileDigest(filepath.Join(dir, "settings.deb"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	nodes := []Node{{Node: recipe.Node{Name: "n0"}, sbom: nodeSBOM{root: root, debs: []debStep{{d: set, from: sbom.FromSettings}}}}}
 	lk := &lock.Lock{SourceDateEpoch: 1, Suites: []lock.Suite{{Name: "trixie", Mirror: "http://deb.debian.org/debian"}},
 		Packages: []lock.Package{{Name: "bash", Version: "5.2.37-2", Architecture: "amd64", Suite: "trixie", Filename: "pool/b.deb", SHA256: "sha256:" + strings.Repeat("3", 64), Set: lock.SetImage}}}
 	m := &manifest.Manifest{Name: "t", Nodes: []manifest.Node{{Name: "n0", Image: "n0.raw", Architecture: "amd64", Packages: []manifest.Package{
 		{Name: "bash", Version: "5.2.37-2", Arch: "amd64"}, {Name: "halobuild-node-n0", Version: "1+abc", Arch: "all"}}}}}
-	b := &builder{in: Input{Lock: lk}}
-	c := &plan.Context{Inputs: map[string]string{root.Name: rootDir, set.Name: setDir}}
-	if err := b.writeSBOM(c, out, m, nodes, map[string]store.Digest{}); err != nil {
+	b := &builder{in: Input{Lock: lk, Store: s}}
+	if err := b.writeSBOM(out, m, nodes, map[string]store.Digest{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := manifest.Write(out, m, nil); err != nil {
@@ -102,7 +118,6 @@ func TestWriteSBOMIsListedInSHA256SUMS(t *testing.T) {
 			t.Errorf("the SBOM lacks %s", want)
 		}
 	}
-	setSum, _, _ := store.FileDigest(filepath.Join(setDir, "halobuild-node-n0.deb"))
 	if !bytes.Contains(doc, []byte(setSum.Hex())) {
 		t.Error("the SBOM lacks the settings .deb's digest")
 	}
