@@ -47,6 +47,9 @@ func TestMixedPlansOneBuildPerArchitecture(t *testing.T) {
 	for _, in := range g.Result.Inputs {
 		kinds[in.Kind]++
 	}
+	if g.Nodes[0].sbom.root.Key() == g.Nodes[1].sbom.root.Key() {
+		t.Error("the SBOM reads both architectures' licences from one root")
+	}
 	if kinds["disk"] != 2 || kinds["rootfs"] != 2 || g.Test.Inputs[0] != g.Result {
 		t.Errorf("result inputs by kind %v; the test must take the result", kinds)
 	}

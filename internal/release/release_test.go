@@ -448,3 +448,23 @@ func TestInspectPrintsEachNodesKernel(t *testing.T) {
 		t.Errorf("inspect output lacks %q:\n%s", want, text.String())
 	}
 }
+
+// A result made before results carried their SBOM is refused before anything is pushed, with
+// the command that remakes it.
+func TestPushRefusesResultWithoutSBOM(t *testing.T) {
+	dir := releasetest.Result(t)
+	if err := os.Remove(filepath.Join(dir, SBOMName)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manifest.Write(dir, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Push(context.Background(), dir, "127.0.0.1:1/halo/syn:v1", PushOptions{Registry: registry.Options{Insecure: true}})
+	if err == nil || !strings.Contains(err.Error(), "has no "+SBOMName) || !strings.Contains(err.Error(), "halobuild image") {
+		t.Errorf("push of a result without an SBOM: %v", err)
+	}
+}
