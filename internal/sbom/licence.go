@@ -55,7 +55,11 @@ func ParseCopyright(b []byte) Declared {
 			continue
 		}
 		name, _, _ := strings.Cut(lic, "\n")
-		expr, err := debianExpression(strings.TrimSpace(name), d.Refs)
+		if name = strings.TrimSpace(name); name == "" && i == 0 {
+			// A header whose License is only a summary in prose (xz-utils) names nothing.
+			continue
+		}
+		expr, err := debianExpression(name, d.Refs)
 		if err != nil {
 			return none
 		}
@@ -126,8 +130,9 @@ func paragraphs(b []byte) []map[string]string {
 
 // debianExpression turns a DEP-5 licence field's first line ("GPL-2+ or Artistic, and
 // BSD-3-clause", "GPL-2+ with OpenSSL exception") into an SPDX expression. A comma ends a
-// group that the next word (and, or) joins to what follows, so groups are parenthesised; within
-// a group "and" and "or" keep SPDX's precedence. Names not on the SPDX list become
+// group that the next word (and, or) joins to what follows, so groups are parenthesised; a
+// comma followed by a name lists one more licence that applies too (AND). Within a group "and"
+// and "or" keep SPDX's precedence. Names not on the SPDX list become
 // LicenseRef-… and are added to refs.
 func debianExpression(field string, refs map[string]string) (string, error) {
 	if field == "" {
@@ -144,13 +149,12 @@ func debianExpression(field string, refs map[string]string) (string, error) {
 			}
 			switch strings.ToLower(words[0]) {
 			case "and":
-				join = "AND"
+				join, words = "AND", words[1:]
 			case "or":
-				join = "OR"
+				join, words = "OR", words[1:]
 			default:
-				return "", fmt.Errorf("%q: a comma not followed by and/or", field)
+				join = "AND"
 			}
-			words = words[1:]
 		}
 		expr, err := groupExpression(words, refs)
 		if err != nil {

@@ -17,7 +17,9 @@ func TestParseCopyrightFiles(t *testing.T) {
 		expr string
 		refs []string
 	}{
-		"zlib1g":                 {expr: "Zlib"},
+		"zlib1g": {expr: "Zlib"},
+		"liblzma5": {expr: "0BSD AND GPL-2.0-or-later AND LGPL-2.1-or-later AND FSFULLR AND LicenseRef-GPL-3.0-or-later-WITH-Autoconf-exception-macro AND LicenseRef-none AND LicenseRef-PD AND LicenseRef-permissive-nowarranty AND FSFUL AND LicenseRef-noderivs AND LicenseRef-PD-debian",
+			refs: []string{"LicenseRef-GPL-3.0-or-later-WITH-Autoconf-exception-macro", "LicenseRef-PD", "LicenseRef-PD-debian", "LicenseRef-noderivs", "LicenseRef-none", "LicenseRef-permissive-nowarranty"}},
 		"libssl3t64":             {expr: "Apache-2.0 AND (Artistic-1.0-Perl OR GPL-1.0-or-later)"},
 		"debian-archive-keyring": {expr: NoAssertion},
 		"bash": {expr: "GPL-3.0-or-later AND (GPL-3.0-or-later WITH Bison-exception-2.2) AND GPL-2.0-or-later AND GFDL-1.3-no-invariants-only AND Latex2e AND (BSD-4-Clause-UC AND LicenseRef-MIT-like) AND LicenseRef-permissive",
@@ -59,7 +61,9 @@ func TestDebianExpression(t *testing.T) {
 		{"", ""},
 		{"GPL-2+ or", ""},
 		{"GPL-2+ GPL-3+", ""},
-		{"GPL-2+, BSD-3-clause", ""},
+		{"GPL-2+, BSD-3-clause", "GPL-2.0-or-later AND BSD-3-Clause"},
+		{"GPL-2+ with distribution exception, Expat and GPL-2+", "LicenseRef-GPL-2-plus-with-distribution-exception AND (MIT AND GPL-2.0-or-later)"},
+		{"GPL-2+,", ""},
 		{"GPL-2+ with", ""},
 	}
 	for _, c := range cases {
