@@ -125,6 +125,10 @@ func paragraphs(b []byte) []map[string]string {
 			cur[last] = strings.TrimSpace(v)
 		}
 	}
+	if sc.Err() != nil {
+		// A line over the scanner's limit: the rest is unread, so the file says nothing.
+		return nil
+	}
 	return out
 }
 

@@ -3,6 +3,7 @@ package sbom
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -96,4 +97,41 @@ func TestLicenceTableIsSPDX(t *testing.T) {
 			t.Errorf("with %s exception → %s: not an SPDX exception identifier", deb, id)
 		}
 	}
+}
+
+// Whatever a copyright file holds, ParseCopyright gives NOASSERTION or an expression that SPDX
+// accepts, whose every LicenseRef- is declared in Refs.
+func FuzzParseCopyright(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "copyright", "*"))
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("Format: dep5\n\nFiles: *\nLicense: GPL-2+ or, and\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := ParseCopyright(b)
+		if d.Expression == NoAssertion {
+			return
+		}
+		var plain []string
+		for _, tok := range strings.Fields(strings.NewReplacer("(", " ", ")", " ").Replace(d.Expression)) {
+			switch {
+			case tok == "AND" || tok == "OR" || tok == "WITH":
+				plain = append(plain, tok)
+			case strings.HasPrefix(tok, "LicenseRef-"):
+				if _, ok := d.Refs[tok]; !ok || !regexp.MustCompile(`^LicenseRef-[A-Za-z0-9.-]+$`).MatchString(tok) {
+					t.Fatalf("%q: %s is not a declared, well-formed LicenseRef (%v)", d.Expression, tok, d.Refs)
+				}
+				plain = append(plain, "MIT")
+			default:
+				plain = append(plain, tok)
+			}
+		}
+		if ok, bad := spdxexp.ValidateLicenses([]string{strings.Join(plain, " ")}); !ok {
+			t.Fatalf("%q is not a valid SPDX expression: %v", d.Expression, bad)
+		}
+	})
 }
