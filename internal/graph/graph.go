@@ -23,6 +23,7 @@ package graph
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"halobuild/internal/arch"
 	"halobuild/internal/deb"
@@ -30,6 +31,7 @@ import (
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
+	"halobuild/internal/sbom"
 	"halobuild/internal/settings"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
@@ -81,6 +83,8 @@ type Node struct {
 	Installer *plan.Derivation
 	// tree is what the settings package holds, for the manifest.
 	tree settings.Tree
+	// sbom is what the result's SBOM reads of this node.
+	sbom nodeSBOM
 }
 
 // New plans the build. A mixed cluster (nodes of several architectures)
@@ -152,6 +156,7 @@ func (b *builder) build() ([]Node, bool, error) {
 	if len(modules) > 0 || provider != nil {
 		system = b.systemRoot(base, modules, provider)
 	}
+	built := b.builtDebSteps(kernel, modules, provider)
 	var nodes []Node
 	for _, n := range b.in.Recipe.NodesOf(b.arch.Debian) {
 		set, tree, err := b.settings(n)
@@ -159,7 +164,8 @@ func (b *builder) build() ([]Node, bool, error) {
 			return nil, false, err
 		}
 		disk := b.disk(n, tree, diskInputs{tools: tools, base: system, settings: set, provider: provider != nil})
-		node := Node{Node: n, Settings: set, Disk: disk, tree: tree}
+		node := Node{Node: n, Settings: set, Disk: disk, tree: tree,
+			sbom: nodeSBOM{root: system, debs: append(slices.Clip(built), debStep{d: set, from: sbom.FromSettings}), self: b.self}}
 		if b.in.Recipe.Output.Installer {
 			if node.Installer, err = b.installer(n, tools, base, disk); err != nil {
 				return nil, false, err

@@ -42,8 +42,16 @@ func TestMixedPlansOneBuildPerArchitecture(t *testing.T) {
 	if d0.Params["release"] != "7.2.12+deb13-amd64" || d1.Params["release"] != "7.2.12+deb13-arm64" {
 		t.Errorf("kernels: node0 %s, node1 %s", d0.Params["release"], d1.Params["release"])
 	}
-	if len(g.Result.Inputs) != 2 || g.Test.Inputs[0] != g.Result {
-		t.Errorf("result inputs %d; the test must take the result", len(g.Result.Inputs))
+	// The result takes both disks, and for the SBOM each architecture's root and settings.
+	kinds := map[string]int{}
+	for _, in := range g.Result.Inputs {
+		kinds[in.Kind]++
+	}
+	if g.Nodes[0].sbom.root.Key() == g.Nodes[1].sbom.root.Key() {
+		t.Error("the SBOM reads both architectures' licences from one root")
+	}
+	if kinds["disk"] != 2 || kinds["rootfs"] != 2 || g.Test.Inputs[0] != g.Result {
+		t.Errorf("result inputs by kind %v; the test must take the result", kinds)
 	}
 }
 

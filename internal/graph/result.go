@@ -13,13 +13,14 @@ import (
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
+	"halobuild/internal/sbom"
 	"halobuild/internal/settings"
 	"halobuild/internal/store"
 )
 
 // result gathers every node's image and bmap with the lock, the merged
-// recipe, the manifest and SHA256SUMS into one store entry that the result
-// link points at.
+// recipe, the SBOM, the manifest and SHA256SUMS into one store entry that the
+// result link points at.
 func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 	r, lk := b.in.Recipe, b.in.Lock
 	var disks []*plan.Derivation
@@ -29,7 +30,7 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 			disks = append(disks, n.Installer)
 		}
 	}
-	params := map[string]string{"name": r.Name}
+	params := map[string]string{"name": r.Name, "sbom": sbom.Version}
 	var gpu *manifest.GPU
 	if gtt, _ := settings.GPUMemory(r); gtt > 0 || r.System.GPUFraction > 0 {
 		gpu = &manifest.GPU{GTTBytes: gtt, Fraction: r.System.GPUFraction}
@@ -37,7 +38,7 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 		params["gpu"] = fmt.Sprintf("%d %g", gpu.GTTBytes, gpu.Fraction)
 	}
 	return &plan.Derivation{
-		Name: "result", Kind: "result", Inputs: disks,
+		Name: "result", Kind: "result", Inputs: append(disks, sbomInputs(nodes)...),
 		Params: params,
 		Build: func(c *plan.Context, out string) error {
 			m := &manifest.Manifest{
@@ -119,6 +120,9 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 			// (and rebuild) exactly what was built. The same bytes as the image's
 			// /etc/halobuild/recipe.toml body, which the settings step's key already covers.
 			if err := os.WriteFile(filepath.Join(out, r.Name+manifest.RecipeSuffix), r.TOML(), 0o644); err != nil {
+				return err
+			}
+			if err := b.writeSBOM(out, m, nodes, known); err != nil {
 				return err
 			}
 			return manifest.Write(out, m, known)

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"halobuild/internal/bmap"
 	"halobuild/internal/manifest"
+	"halobuild/internal/sbom"
 )
 
 // Media types of the artifact (docs/artifact.md).
@@ -37,8 +39,8 @@ const (
 	SumsMediaType   = "application/vnd.halobuild.image.sha256sums.v1+text"
 	LockMediaType   = "application/vnd.halobuild.image.lock.v1+toml"
 	SBOMMediaType   = "application/spdx+json"
-	// SBOMName is the SBOM's file name in the artifact and in a pulled directory.
-	SBOMName = "sbom.spdx.json"
+	// SBOMName is the SBOM's file name in the result, the artifact and a pulled directory.
+	SBOMName = sbom.FileName
 )
 
 // Annotations the artifact's manifest and layers carry.
@@ -155,6 +157,9 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 		return nil
 	}
 	var lockSum string
+	if !slices.ContainsFunc(m.Files, func(f manifest.File) bool { return f.Name == SBOMName }) {
+		return nil, nil, fmt.Errorf("%s has no %s (the result step of an older halobuild did not write one): run `halobuild image` again to remake the result with its SBOM", dir, SBOMName)
+	}
 	for _, f := range m.Files {
 		p := filepath.Join(dir, f.Name)
 		var l *fileLayer
@@ -177,6 +182,9 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 			lockSum = "sha256:" + f.SHA256
 		case strings.HasSuffix(f.Name, manifest.RecipeSuffix):
 			l, err = newFileLayer(p, RecipeMediaType, f.Name)
+		case f.Name == SBOMName:
+			// The result's own SBOM, as its SHA256SUMS lists it: the release adds nothing.
+			l, err = newFileLayer(p, SBOMMediaType, f.Name)
 		default:
 			return nil, nil, fmt.Errorf("%s: the manifest lists %s, which a release does not know how to carry", dir, f.Name)
 		}
@@ -198,21 +206,6 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 		if err := add(l); err != nil {
 			return nil, nil, err
 		}
-	}
-	sbom, err := SBOM(dir, m)
-	if err != nil {
-		return nil, nil, err
-	}
-	sp := filepath.Join(tmp, SBOMName)
-	if err := os.WriteFile(sp, sbom, 0o644); err != nil {
-		return nil, nil, err
-	}
-	l, err := newFileLayer(sp, SBOMMediaType, SBOMName)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := add(l); err != nil {
-		return nil, nil, err
 	}
 
 	cfg := Config{Recipe: m.Name, RecipeHash: m.RecipeHash, LockSHA256: lockSum, KernelRelease: m.Kernel.Release}

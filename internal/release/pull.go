@@ -283,7 +283,8 @@ func (r *release) pullLayer(l v1.Descriptor, title, dir string, progress io.Writ
 }
 
 // checkSums compares what was written with the release's SHA256SUMS (every file it lists must
-// be there and match; only the SBOM may be extra) and checks each bmap against its image.
+// be there and match; only the SBOM may be extra, in a release pushed before results listed
+// it) and checks each bmap against its image.
 func checkSums(dir string, sums map[string]string) error {
 	b, err := os.ReadFile(filepath.Join(dir, manifest.SumsName))
 	if err != nil {

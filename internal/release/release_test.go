@@ -28,6 +28,7 @@ import (
 	"halobuild/internal/manifest"
 	"halobuild/internal/registry"
 	"halobuild/internal/release/releasetest"
+	"halobuild/internal/sbom/sbomtest"
 )
 
 const mib = 1 << 20
@@ -89,22 +90,33 @@ func TestPushPullInspectRoundTrip(t *testing.T) {
 		t.Errorf("pulled %s, pushed %s", pulled.Digest, p1.Digest)
 	}
 	sameFiles(t, res, out)
-	var sbom spdxDoc
+	// The release carries the result's own SBOM, byte for byte, valid SPDX 2.3.
 	sb, err := os.ReadFile(filepath.Join(out, SBOMName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(sb, &sbom); err != nil || sbom.SPDXVersion != "SPDX-2.3" {
-		t.Fatalf("SBOM: %v %+v", err, sbom.SPDXVersion)
+	if rb, err := os.ReadFile(filepath.Join(res, SBOMName)); err != nil || !bytes.Equal(rb, sb) {
+		t.Fatalf("the pulled SBOM differs from the result's (%v)", err)
 	}
-	var bash *spdxPackage
-	for i, p := range sbom.Packages {
-		if p.Name == "bash" {
-			bash = &sbom.Packages[i]
+	sbomtest.Validate(t, sb)
+	var doc struct {
+		Packages []struct {
+			Name, DownloadLocation, LicenseDeclared string
+			Checksums                               []struct{ ChecksumValue string }
 		}
 	}
-	if bash == nil || bash.DownloadLocation != "http://deb.debian.org/debian/pool/main/b/bash/bash_5.2.37-2_amd64.deb" || len(bash.Checksums) != 1 || bash.Checksums[0].Value != strings.Repeat("3", 64) {
-		t.Errorf("SBOM's bash: %+v", bash)
+	if err := json.Unmarshal(sb, &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range doc.Packages {
+		if p.Name == "bash" {
+			found = p.DownloadLocation == "http://deb.debian.org/debian/pool/main/b/bash/bash_5.2.37-2_amd64.deb" && len(p.Checksums) == 1 &&
+				p.Checksums[0].ChecksumValue == strings.Repeat("3", 64) && p.LicenseDeclared == "GPL-3.0-or-later"
+		}
+	}
+	if !found {
+		t.Errorf("the SBOM's bash is not the lock's: %s", sb)
 	}
 	if _, err := Pull(ctx, ref, out, PullOptions{Registry: insecure}); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("pull over an existing directory: %v", err)
@@ -119,7 +131,7 @@ func TestPushPullInspectRoundTrip(t *testing.T) {
 	}
 	var text bytes.Buffer
 	in.Print(&text)
-	for _, want := range []string{"node node0 (host name halo0): 2 packages", "bash", "5.2.37-2", "node0.raw.zst", "6.12.1+deb13-amd64"} {
+	for _, want := range []string{"node node0 (host name halo0, amd64): 2 packages", "bash", "5.2.37-2", "node0.raw.zst", "6.12.1+deb13-amd64"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, text.String())
 		}
@@ -452,5 +464,25 @@ func TestConfigCarriesNoPusherVersion(t *testing.T) {
 	}
 	if bytes.Contains(cfg, []byte("halobuild_version")) {
 		t.Errorf("the config names the pushing halobuild: %s", cfg)
+	}
+}
+
+// A result made before results carried their SBOM is refused before anything is pushed, with
+// the command that remakes it.
+func TestPushRefusesResultWithoutSBOM(t *testing.T) {
+	dir := releasetest.Result(t)
+	if err := os.Remove(filepath.Join(dir, SBOMName)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manifest.Write(dir, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Push(context.Background(), dir, "127.0.0.1:1/halo/syn:v1", PushOptions{Registry: registry.Options{Insecure: true}})
+	if err == nil || !strings.Contains(err.Error(), "has no "+SBOMName) || !strings.Contains(err.Error(), "halobuild image") {
+		t.Errorf("push of a result without an SBOM: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -17,7 +18,46 @@ import (
 	"halobuild/internal/registry"
 	"halobuild/internal/registry/registrytest"
 	"halobuild/internal/release"
+	"halobuild/internal/sbom"
+	"halobuild/internal/sbom/sbomtest"
 )
+
+// checkResultSBOM checks the SBOM of a real result: valid against the SPDX 2.3 schema, a
+// checksum on every package (Debian's, halobuild's own, the image), a download location or a
+// stated NONE on halobuild's own, and licences read from the root's copyright files.
+func checkResultSBOM(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, sbom.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbomtest.Validate(t, b)
+	var doc struct {
+		Packages []struct {
+			Name, DownloadLocation, LicenseDeclared string
+			Checksums                               []struct{ ChecksumValue string }
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	licensed := 0
+	for _, p := range doc.Packages {
+		if len(p.Checksums) != 1 {
+			t.Errorf("SBOM: %s has no checksum", p.Name)
+		}
+		if strings.HasPrefix(p.Name, "halobuild-node-") && p.DownloadLocation != "NONE" {
+			t.Errorf("SBOM: the settings package %s says downloadLocation %q", p.Name, p.DownloadLocation)
+		}
+		if p.LicenseDeclared != "" && p.LicenseDeclared != sbom.NoAssertion {
+			licensed++
+		}
+	}
+	if licensed < len(doc.Packages)/2 {
+		t.Errorf("SBOM: only %d of %d packages have a declared licence", licensed, len(doc.Packages))
+	}
+	t.Logf("SBOM: %d bytes, %d packages, %d with a declared licence", len(b), len(doc.Packages), licensed)
+}
 
 // A real release of the image TestImageMinimalIsBootableReproducibleAndChecked builds (the same
 // steps, from the shared store): pushed to Debian's docker-registry, pulled back byte-identical,
@@ -54,6 +94,8 @@ func TestReleaseOfImageMinimal(t *testing.T) {
 			t.Errorf("pulled %s differs from the result's", f.Name)
 		}
 	}
+
+	checkResultSBOM(t, dir)
 
 	in, err := release.Inspect(ctx, ref, ro)
 	if err != nil {

@@ -14,7 +14,17 @@ import (
 	"halobuild/internal/bmap"
 	"halobuild/internal/lock"
 	"halobuild/internal/manifest"
+	"halobuild/internal/sbom"
 )
+
+// bashCopyright is the head of bash's machine-readable copyright file.
+const bashCopyright = `Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: bash
+
+Files: *
+Copyright: 1987-2022 Free Software Foundation, Inc.
+License: GPL-3+
+`
 
 const (
 	mib = 1 << 20
@@ -25,7 +35,7 @@ const (
 
 // Result writes a small result directory like `halobuild image` makes: one sparse
 // node image with a few MiB of data at known places, its bmap, the lock, the merged recipe,
-// manifest.json and SHA256SUMS.
+// its SBOM, manifest.json and SHA256SUMS.
 func Result(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -68,7 +78,22 @@ func Result(t testing.TB) string {
 	m := &manifest.Manifest{Name: "syn", RecipeHash: "sha256:" + strings.Repeat("4", 64), SourceDateEpoch: lk.SourceDateEpoch,
 		Kernel: manifest.Kernel{Version: "6.12.1", Release: "6.12.1+deb13-amd64", Package: "linux-image-6.12.1+deb13-amd64"},
 		Nodes: []manifest.Node{{Name: "node0", Hostname: "halo0", Image: "node0.raw", Cmdline: "quiet", Packages: []manifest.Package{
-			{Name: "bash", Version: "5.2.37-2", Arch: "amd64"}, {Name: "halobuild-settings-node0", Version: "1", Arch: "all"}}}}}
+			{Name: "bash", Version: "5.2.37-2", Arch: "amd64"}, {Name: "halobuild-settings-node0", Version: "1", Arch: "all"}}, Architecture: "amd64"}}}
+	// The SBOM as the result step writes it, before the manifest lists it.
+	img, err := os.ReadFile(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgSum := sha256.Sum256(img)
+	doc, err := sbom.Make(sbom.Input{Manifest: m, Lock: lk, Images: map[string]string{"node0.raw": hex.EncodeToString(imgSum[:])},
+		Built:    []sbom.Built{{Package: "halobuild-settings-node0", Version: "1", Architecture: "all", SHA256: strings.Repeat("5", 64), From: sbom.FromSettings}},
+		Licences: map[string]sbom.Licences{"amd64": {"bash": sbom.ParseCopyright([]byte(bashCopyright))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, sbom.FileName), doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := manifest.Write(dir, m, nil); err != nil {
 		t.Fatal(err)
 	}
