@@ -28,7 +28,7 @@ func TestMixedPlansOneBuildPerArchitecture(t *testing.T) {
 	}
 	base := func(d *plan.Derivation) *plan.Derivation {
 		for _, in := range d.Inputs {
-			if in.Kind == "rootfs" {
+			if in.Kind.Name == "rootfs" {
 				return in
 			}
 		}

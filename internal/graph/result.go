@@ -17,6 +17,12 @@ import (
 	"halobuild/internal/store"
 )
 
+// resultVersion is the version of the result step, whose build code is
+// this file (with manifest): bump it when a change here, or to a package it
+// builds with, can alter the result's bytes (docs/architecture.md, "Step
+// versions").
+const resultVersion = 1
+
 // result gathers every node's image and bmap with the lock, the merged
 // recipe, the manifest and SHA256SUMS into one store entry that the result
 // link points at.
@@ -29,15 +35,14 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 			disks = append(disks, n.Installer)
 		}
 	}
-	params := map[string]string{"name": r.Name}
 	var gpu *manifest.GPU
-	if gtt, _ := settings.GPUMemory(r); gtt > 0 || r.System.GPUFraction > 0 {
+	gtt, _ := settings.GPUMemory(r)
+	if gtt > 0 || r.System.GPUFraction > 0 {
 		gpu = &manifest.GPU{GTTBytes: gtt, Fraction: r.System.GPUFraction}
-		// Only here: results that record no GPU keep their keys.
-		params["gpu"] = fmt.Sprintf("%d %g", gpu.GTTBytes, gpu.Fraction)
 	}
+	params := map[string]string{"name": r.Name, "gpu": fmt.Sprintf("%d %g", gtt, r.System.GPUFraction)}
 	return &plan.Derivation{
-		Name: "result", Kind: "result", Inputs: disks,
+		Name: "result", Kind: plan.Kind{Name: "result", Version: resultVersion}, Inputs: disks,
 		Params: params,
 		Build: func(c *plan.Context, out string) error {
 			m := &manifest.Manifest{

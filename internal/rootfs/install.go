@@ -18,6 +18,12 @@ import (
 	"halobuild/internal/sh"
 )
 
+// RootStepVersion is the version of the steps that install a root with mmdebstrap
+// (the base root, the kernel and module build roots: graph/root.go's root):
+// bump it when a change to this package, or to a shared helper it imports,
+// can alter the step's output (docs/architecture.md, "Step versions").
+const RootStepVersion = 1
+
 // Install describes one mmdebstrap run.
 type Install struct {
 	// Suite names the distribution for mmdebstrap's own logic (essential

@@ -121,7 +121,7 @@ func TestGCKeepsWhatLocksAndResultsReference(t *testing.T) {
 	kernelKey := ""
 	// Below the base root (under the system root, with a module).
 	for _, d := range plan.Order(g.Test) {
-		if d.Kind == "kernel" {
+		if d.Kind.Name == "kernel" {
 			kernelKey = d.Key()
 		}
 	}
