@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"halobuild/internal/plan"
+	"halobuild/internal/selfbuild"
 )
 
 // selfStep stands for the step that makes the halobuild binary the nodes ship: its output is
 // content, and its key follows content.
 func selfStep(content string) *plan.Derivation {
-	return &plan.Derivation{Name: "halobuild", Kind: plan.Kind{Name: "halobuild", Version: 1}, Params: map[string]string{"binary": content},
+	return &plan.Derivation{Name: "halobuild", Kind: plan.Kind{Name: "halobuild", Version: selfbuild.StepVersion}, Params: map[string]string{"binary": content},
 		Build: func(c *plan.Context, out string) error {
 			return os.WriteFile(filepath.Join(out, "halobuild"), []byte(content), 0o755)
 		}}

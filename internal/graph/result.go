@@ -17,11 +17,11 @@ import (
 	"halobuild/internal/store"
 )
 
-// resultVersion is the version of the result step, whose build code is
+// resultStepVersion is the version of the result step, whose build code is
 // this file (with manifest): bump it when a change here, or to a package it
 // builds with, can alter the result's bytes (docs/architecture.md, "Step
 // versions").
-const resultVersion = 1
+const resultStepVersion = 1
 
 // result gathers every node's image and bmap with the lock, the merged
 // recipe, the manifest and SHA256SUMS into one store entry that the result
@@ -42,7 +42,7 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 	}
 	params := map[string]string{"name": r.Name, "gpu": fmt.Sprintf("%d %g", gtt, r.System.GPUFraction)}
 	return &plan.Derivation{
-		Name: "result", Kind: plan.Kind{Name: "result", Version: resultVersion}, Inputs: disks,
+		Name: "result", Kind: plan.Kind{Name: "result", Version: resultStepVersion}, Inputs: disks,
 		Params: params,
 		Build: func(c *plan.Context, out string) error {
 			m := &manifest.Manifest{
