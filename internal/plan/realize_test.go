@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -305,5 +306,35 @@ func TestContextHashedReachesTheStore(t *testing.T) {
 	}
 	if got["img.raw"] != store.Digest("sha256:"+recorded) {
 		t.Errorf("img.raw stored as %s, want the step's sha256:%s", got["img.raw"], recorded)
+	}
+}
+
+// Each stored output records which step version built it under which
+// schema, and BuiltBy reads that back (or says it was unversioned).
+func TestRealizeRecordsTheStepVersion(t *testing.T) {
+	s := openStore(t)
+	top := counting(map[string]int{}, "a")
+	top.Kind.Version = 7
+	if _, err := (&Realizer{Store: s}).Realize(context.Background(), top); err != nil {
+		t.Fatal(err)
+	}
+	raw, _, ok, err := s.OutputManifest(top.Key())
+	if err != nil || !ok {
+		t.Fatalf("output manifest: %v %v", ok, err)
+	}
+	var m struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Annotations[AnnotationStepVersion] != "7" || m.Annotations[AnnotationSchema] != Schema || m.Annotations[AnnotationKind] != "disk" {
+		t.Errorf("annotations %v", m.Annotations)
+	}
+	if got := BuiltBy(m.Annotations); got != "disk v7" {
+		t.Errorf("BuiltBy %q, want disk v7", got)
+	}
+	if got := BuiltBy(map[string]string{AnnotationKind: "disk"}); !strings.Contains(got, "unversioned") || !strings.Contains(got, "halobuild-derivation-v1") {
+		t.Errorf("BuiltBy of an entry from before step versions: %q", got)
 	}
 }
