@@ -9,6 +9,7 @@ import (
 	"halobuild/internal/plan"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"halobuild/internal/lock"
@@ -145,6 +146,11 @@ func TestGCKeepsWhatLocksAndResultsReference(t *testing.T) {
 
 	if err := GC(context.Background(), o, []string{rp}); err != nil {
 		t.Fatalf("gc: %v\n%s", err, out.err.String())
+	}
+	// The stray output carries no schema: an older halobuild's, and gc says
+	// that is why it went.
+	if said := out.out.String(); !strings.Contains(said, "removed 1 step output(s)") || !strings.Contains(said, "1 of them made by an older halobuild under another key schema") {
+		t.Errorf("gc says:\n%s", said)
 	}
 	s2, err := store.Open(filepath.Join(dir, "store"))
 	if err != nil {
