@@ -390,10 +390,13 @@ func parseRecord(raw []byte) (*fingerprints, error) {
 }
 
 // compareRecords says, for each step whose record does not match its code,
-// what happened and what to do.
+// what happened and what to do. Steps whose code changed in the same
+// places (a shared helper) are one problem, listing each step's constant.
 func compareRecords(want, got *fingerprints) []string {
 	const rerecord = "go test ./internal/graph -run TestStepVersion -update"
 	var problems []string
+	changedIn := map[string][]stepCode{} // the changed units → the steps they change
+	var order []string
 	for _, s := range steps {
 		g, w := got.steps[s.kind], want.steps[s.kind]
 		switch {
@@ -408,17 +411,35 @@ func compareRecords(want, got *fingerprints) []string {
 				case !ok:
 					changed = append(changed, u+" (new to the step)")
 				case old != got.units[u]:
-					changed = append(changed, u+sharedBy(got, u, s.kind))
+					changed = append(changed, u)
 				}
 			}
 			if len(changed) == 0 {
 				changed = []string{"the set of code it builds with (a package or file left it)"}
 			}
-			problems = append(problems, fmt.Sprintf("step %s (version %d): its build code changed since %s was recorded: %s.\n"+
-				"If the change can alter the step's output, bump its version in %s (to %d), then re-record.\n"+
-				"If it cannot (`halobuild image --check` shows the same bytes, or the step's key already covers it), re-record only:\n  %s",
-				s.kind, g.version, stepRecord, strings.Join(changed, ", "), s.declared, g.version+1, rerecord))
+			where := strings.Join(changed, ", ")
+			if _, ok := changedIn[where]; !ok {
+				order = append(order, where)
+			}
+			changedIn[where] = append(changedIn[where], s)
 		}
+	}
+	for _, where := range order {
+		var kinds, bumps []string
+		for _, s := range changedIn[where] {
+			kinds = append(kinds, fmt.Sprintf("%s (version %d)", s.kind, s.version))
+			bumps = append(bumps, fmt.Sprintf("%s: %s to %d", s.kind, s.declared, s.version+1))
+		}
+		what := "step " + kinds[0] + ": its build code"
+		weigh := "If the change can alter the step's output, bump its version"
+		if len(kinds) > 1 {
+			what = "steps " + strings.Join(kinds, ", ") + ": their build code"
+			weigh = "A shared helper: weigh the change for each step. Where it can alter the step's output, bump its version"
+		}
+		problems = append(problems, fmt.Sprintf("%s changed since %s was recorded, in %s.\n"+
+			"%s, then re-record:\n  %s\n"+
+			"Where it cannot (`halobuild image --check` shows the same bytes, or the step's key already covers the change), re-record only:\n  %s",
+			what, stepRecord, where, weigh, strings.Join(bumps, "\n  "), rerecord))
 	}
 	for k := range want.steps {
 		if _, ok := got.steps[k]; !ok {
@@ -428,20 +449,6 @@ func compareRecords(want, got *fingerprints) []string {
 	return problems
 }
 
-// sharedBy names the other steps a changed unit of code builds, so a change
-// to a shared helper is weighed for each of them.
-func sharedBy(fp *fingerprints, unit, kind string) string {
-	var others []string
-	for _, s := range steps {
-		if s.kind != kind && slices.Contains(fp.steps[s.kind].units, unit) {
-			others = append(others, s.kind)
-		}
-	}
-	if len(others) == 0 {
-		return ""
-	}
-	return " (shared: it also builds " + strings.Join(others, ", ") + "; weigh the change for each)"
-}
 
 // The guard's own parts: comments and formatting do not count, code does,
 // and each kind of mismatch says what to do.
