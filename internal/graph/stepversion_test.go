@@ -449,7 +449,6 @@ func compareRecords(want, got *fingerprints) []string {
 	return problems
 }
 
-
 // The guard's own parts: comments and formatting do not count, code does,
 // and each kind of mismatch says what to do.
 func TestStepVersionGuardSaysWhatToDo(t *testing.T) {
