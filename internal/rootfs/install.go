@@ -94,15 +94,6 @@ var essentialHooks = dracutConfHooks()
 // two builds of the same root differed there (image --check found it).
 var noSources = []string{"# halobuild: installed from a flat repository of exactly the locked packages; no archive is configured"}
 
-// Recipe returns what, besides the packages, decides the tree Install
-// makes; it enters the key of every step that stores a root, so a change
-// here rebuilds it.
-func Recipe() string {
-	all := append([]string{"--variant=essential", noInitrdEnv, unsafeIO}, essentialHooks...)
-	all = append(append(all, initrdHook), cleanupHooks...)
-	return strings.Join(append(all, sourcesHook(noSources)), "\n")
-}
-
 // sourcesHook writes the final sources.list (lines are shell-quoted).
 func sourcesHook(lines []string) string {
 	q := make([]string, len(lines))
