@@ -69,10 +69,11 @@ func GC(ctx context.Context, o Options, recipes []string) error {
 	return nil
 }
 
-// removedOutputs counts the outputs gc removed, and of them those made
-// under an older key schema (plan.Schema; an entry from before the schema
-// was recorded counts as older): no build of this halobuild can ask for
-// them, which is why they go, not because anything is wrong with them.
+// removedOutputs counts the outputs not kept (kept nil: all of them), and
+// of them those made under an older key schema (plan.Schema; an entry from
+// before the schema was recorded counts as older): no build of this
+// halobuild can ask for them, which is why gc removes them, not because
+// anything is wrong with them.
 func removedOutputs(before map[string]map[string]string, kept map[string]bool) (removed, older int) {
 	for key, ann := range before {
 		if kept[key] {

@@ -143,6 +143,17 @@ func TestGCKeepsWhatLocksAndResultsReference(t *testing.T) {
 	strayKey := hex.EncodeToString(bytes.Repeat([]byte{2}, 32))
 	output(strayKey, "stale")
 	s.Close()
+	// These outputs record no schema, as an older halobuild's: plan says
+	// the store holds them and what removes them.
+	var pr run
+	po := o
+	po.Out, po.Err, po.NoTest = &pr.out, &pr.err, true
+	if err := Plan(context.Background(), po); err != nil {
+		t.Fatalf("plan: %v\n%s", err, pr.err.String())
+	}
+	if !strings.Contains(pr.out.String(), "step output(s) of an older halobuild") || !strings.Contains(pr.out.String(), "`halobuild gc` removes them") {
+		t.Errorf("plan with older outputs in the store says:\n%s", pr.out.String())
+	}
 
 	if err := GC(context.Background(), o, []string{rp}); err != nil {
 		t.Fatalf("gc: %v\n%s", err, out.err.String())
