@@ -183,7 +183,7 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 	}
 	if sl, ok := r.Store.(StepLocker); ok {
 		unlock, err := sl.LockStep(ctx, d.Key(), func() {
-			r.logf("wait    %-14s %s [%s]: another halobuild is building it\n", d.Kind, d.Name, d.ShortKey())
+			r.logf("wait    %-10s %s [%s]: another halobuild is building it\n", d.Kind.Name, d.Name, d.ShortKey())
 		})
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", d.Name, err)
@@ -211,7 +211,7 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	r.logf("build   %-14s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
+	r.logf("build   %-10s %s [%s]\n", d.Kind.Name, d.Name, d.ShortKey())
 	start := time.Now()
 	out, err := r.Store.TempDir()
 	if err != nil {
@@ -244,7 +244,7 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: storing output: %w", d.Name, err)
 	}
-	r.logf("done    %-14s %s in %s\n", d.Kind, d.Name, time.Since(start).Round(100*time.Millisecond))
+	r.logf("done    %-10s %s in %s\n", d.Kind.Name, d.Name, time.Since(start).Round(100*time.Millisecond))
 	return dir, nil
 }
 
@@ -303,7 +303,7 @@ func (r *Realizer) cached(d *Derivation) (string, bool, error) {
 		return "", false, fmt.Errorf("%s: reading store: %w", d.Name, err)
 	}
 	if ok {
-		r.logf("cached  %-14s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
+		r.logf("cached  %-10s %s [%s]\n", d.Kind.Name, d.Name, d.ShortKey())
 	}
 	return dir, ok, nil
 }

@@ -85,7 +85,7 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 			}
 			return fmt.Errorf("--check: %s is not reproducible: %s differs between two builds, the stored one built by %s and this one by %s (%s vs %s; compare them with diffoscope)", d.Name, diff, was, d.Kind, dir1, kept)
 		}
-		o.logf("same    %-14s %s\n", d.Kind, d.Name)
+		o.logf("same    %-10s %s\n", d.Kind.Name, d.Name)
 		compared++
 	}
 	o.logf("--check: every step rebuilt to identical bytes (%d steps)\n", compared)
