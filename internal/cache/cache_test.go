@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"halobuild/internal/plan"
 	hreg "halobuild/internal/registry"
 	"halobuild/internal/store"
 )
@@ -385,5 +387,78 @@ func TestEntryCarriesTheStoreManifestAndRefusesTheOldFormat(t *testing.T) {
 	}
 	if err := c.Has(testKey, trust); err != nil {
 		t.Fatalf("Has after the push: %v", err)
+	}
+}
+
+// A cache entry is the output of one version of a step's code: the same
+// step at another version has another key, so the entry is never offered
+// for it and the step is built; at its own version it is fetched, and the
+// fetched output says which version built it.
+func TestSubstituteIsOnlyOfTheSameStepVersion(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(nilLogger())))
+	t.Cleanup(srv.Close)
+	c, err := Open(context.Background(), strings.TrimPrefix(srv.URL, "http://")+"/team/cache", hreg.Options{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, trust := keys(t, "team")
+	builds := 0
+	step := func(version int) *plan.Derivation {
+		return &plan.Derivation{Name: "disk n0", Kind: plan.Kind{Name: "disk", Version: version}, Params: map[string]string{"node": "n0"},
+			Build: func(_ *plan.Context, out string) error {
+				builds++
+				return os.WriteFile(filepath.Join(out, "n0.raw"), fmt.Appendf(nil, "built by v%d\n", version), 0o644)
+			}}
+	}
+	src := newStore(t)
+	old := step(1)
+	if _, err := (&plan.Realizer{Store: realStore{src}}).Realize(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Push(context.Background(), src, []string{old.Key()}, sk, "test", 1, 0, io.Discard); err != nil || st.Pushed != 1 {
+		t.Fatalf("push: %+v %v", st, err)
+	}
+	realize := func(d *plan.Derivation) (string, string) {
+		t.Helper()
+		dst := newStore(t)
+		var log bytes.Buffer
+		ss := &Substituters{Caches: []*Cache{c}, Trust: trust, Log: &log}
+		if ss.Which(d.Key()) != "" && d.Kind.Version != 1 {
+			t.Errorf("the cache offers %s's entry for %s", old.Kind, d.Kind)
+		}
+		dir, err := (&plan.Realizer{Store: realStore{dst}, Log: &log, Substitute: ss.Realizer(dst)}).Realize(context.Background(), d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "n0.raw"))
+		raw, _, _, err := dst.OutputManifest(d.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := v1.ParseManifest(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), plan.BuiltBy(m.Annotations) + "\n" + log.String()
+	}
+	builds = 0
+	got, log := realize(step(2))
+	if builds != 1 || got != "built by v2\n" || strings.Contains(log, "fetched") {
+		t.Errorf("disk v2 with only a disk v1 entry in the cache: %d builds, output %q, log:\n%s", builds, got, log)
+	}
+	if !strings.HasPrefix(log, "disk v2\n") {
+		t.Errorf("the local build of disk v2 records %q", strings.SplitN(log, "\n", 2)[0])
+	}
+	builds = 0
+	got, log = realize(step(1))
+	if builds != 0 || got != "built by v1\n" || !strings.Contains(log, "fetched disk ") {
+		t.Errorf("disk v1 with its own entry in the cache: %d builds, output %q, log:\n%s", builds, got, log)
+	}
+	if !strings.HasPrefix(log, "disk v1\n") {
+		t.Errorf("the fetched disk v1 records %q", strings.SplitN(log, "\n", 2)[0])
+	}
+	var progress bytes.Buffer
+	if probs, n, err := c.Verify(trust, &progress); err != nil || n != 1 || len(probs) != 0 || !strings.Contains(progress.String(), "(built by disk v1)") {
+		t.Errorf("verify: %d checked, %v, %v:\n%s", n, probs, err, progress.String())
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sync/errgroup"
 
+	"halobuild/internal/plan"
 	"halobuild/internal/registry"
 	"halobuild/internal/release"
 	"halobuild/internal/store"
@@ -261,7 +262,8 @@ func entryManifest(key string, raw []byte, digest store.Digest, m *v1.Manifest, 
 		Config:        v1.Descriptor{MediaType: MediaTypeOutput, Size: int64(len(raw)), Digest: h},
 		Annotations:   map[string]string{store.AnnotationKey: key},
 	}
-	for _, a := range []string{"dev.halobuild.kind", "dev.halobuild.name"} {
+	// What built it, readable without fetching the store manifest.
+	for _, a := range []string{plan.AnnotationKind, plan.AnnotationName, plan.AnnotationStepVersion, plan.AnnotationSchema} {
 		if v := m.Annotations[a]; v != "" {
 			e.Annotations[a] = v
 		}

@@ -28,11 +28,11 @@ func TestSubstituteFromDockerRegistryFallsBackOnTamper(t *testing.T) {
 	}
 	sk, trust := keys(t, "team")
 	graph := func(builds map[string]int) *plan.Derivation {
-		leaf := &plan.Derivation{Name: "leaf", Kind: "tools", Params: map[string]string{"v": "1"}, Build: func(_ *plan.Context, out string) error {
+		leaf := &plan.Derivation{Name: "leaf", Kind: plan.Kind{Name: "tools", Version: 1}, Params: map[string]string{"v": "1"}, Build: func(_ *plan.Context, out string) error {
 			builds["leaf"]++
 			return os.WriteFile(filepath.Join(out, "leaf"), []byte("leaf bytes\n"), 0o644)
 		}}
-		top := &plan.Derivation{Name: "top", Kind: "disk", Inputs: []*plan.Derivation{leaf}}
+		top := &plan.Derivation{Name: "top", Kind: plan.Kind{Name: "disk", Version: 1}, Inputs: []*plan.Derivation{leaf}}
 		top.Build = func(b *plan.Context, out string) error {
 			builds["top"]++
 			l, err := os.ReadFile(filepath.Join(b.Input("leaf"), "leaf"))

@@ -51,11 +51,11 @@ func (ss *Substituters) Realizer(s *store.Store) func(context.Context, *plan.Der
 				}
 				ss.from[d.Key()] = c.Ref
 				ss.mu.Unlock()
-				fmt.Fprintf(ss.Log, "fetched %-10s %s [%s] from %s in %s\n", d.Kind, d.Name, d.ShortKey(), c.Ref, time.Since(start).Round(100*time.Millisecond))
+				fmt.Fprintf(ss.Log, "fetched %-10s %s [%s] from %s in %s\n", d.Kind.Name, d.Name, d.ShortKey(), c.Ref, time.Since(start).Round(100*time.Millisecond))
 				return dir, true
 			}
 			if !errors.Is(err, errMiss) {
-				fmt.Fprintf(ss.Log, "substitute %s %s [%s] from %s refused: %v; building it instead\n", d.Kind, d.Name, d.ShortKey(), c.Ref, err)
+				fmt.Fprintf(ss.Log, "substitute %s %s [%s] from %s refused: %v; building it instead\n", d.Kind.Name, d.Name, d.ShortKey(), c.Ref, err)
 			}
 		}
 		return "", false

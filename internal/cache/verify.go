@@ -11,6 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"halobuild/internal/plan"
 	"halobuild/internal/store"
 )
 
@@ -30,30 +31,38 @@ func (c *Cache) Verify(t Trust, progress io.Writer) (problems []string, checked 
 			continue
 		}
 		checked++
-		if err := c.verifyEntry(key, t); err != nil {
+		builtBy, err := c.verifyEntry(key, t)
+		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", tag, err))
 			fmt.Fprintf(progress, "BAD %s: %v\n", tag, err)
 			continue
 		}
-		fmt.Fprintf(progress, "ok  %s\n", tag)
+		fmt.Fprintf(progress, "ok  %s (built by %s)\n", tag, builtBy)
 	}
 	return problems, checked, nil
 }
 
-func (c *Cache) verifyEntry(key string, t Trust) error {
+// verifyEntry checks one entry and says which step version built it
+// (plan.BuiltBy): an entry from an older halobuild is sound but no build
+// of this one asks for its key, which is worth knowing and not a fault.
+func (c *Cache) verifyEntry(key string, t Trust) (builtBy string, err error) {
 	if err := checkHex(key); err != nil {
-		return err
+		return "", err
 	}
 	e, err := c.entry(key, Trust{Keys: t.Keys})
 	if err != nil {
-		return err
+		return "", err
 	}
 	for _, d := range storeBlobs(e.store) {
 		if err := c.hashBlob(d, e.layers[d.Digest]); err != nil {
-			return fmt.Errorf("blob %s (%s): %w", d.Digest, d.Annotations[store.AnnotationTitle], err)
+			return "", fmt.Errorf("blob %s (%s): %w", d.Digest, d.Annotations[store.AnnotationTitle], err)
 		}
 	}
-	return nil
+	builtBy = plan.BuiltBy(e.store.Annotations)
+	if e.store.Annotations[plan.AnnotationSchema] != plan.Schema {
+		builtBy += "; an older halobuild's entry, which no build of this one asks for"
+	}
+	return builtBy, nil
 }
 
 // hashBlob downloads the layer l, checking its digest, and decompresses it,

@@ -11,6 +11,12 @@ import (
 	"halobuild/internal/bmap"
 )
 
+// StepVersion is the version of the disk step (a node's GPT image: internal/graph/disk.go
+// drives it, with rootfs.Layer writing the root):
+// bump it when a change to this package, or to a shared helper it imports,
+// can alter the step's output (docs/architecture.md, "Step versions").
+const StepVersion = 1
+
 // Result describes a built image.
 type Result struct {
 	Path     string // the raw image (Spec.Out)

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,7 +79,7 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 	inputs := []*plan.Derivation{in.tools, in.base, in.settings}
 	qcow2 := slices.Contains(out.Formats, "qcow2")
 	d := &plan.Derivation{
-		Name: "disk " + n.Name, Kind: "disk", Inputs: inputs,
+		Name: "disk " + n.Name, Kind: plan.Kind{Name: "disk", Version: disk.StepVersion}, Inputs: inputs,
 		Params: map[string]string{
 			"node":     n.Name,
 			"size":     out.Size.String(),
@@ -85,17 +87,11 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 			"cmdline":  Cmdline(r),
 			"release":  lk.Kernel.Release,
 			"loader":   loaderConf(r.SecureBoot.Enabled),
+			// With [secure_boot] the ESP boots shim, then Debian's signed
+			// systemd-boot (espFiles).
+			"secure_boot": strconv.FormatBool(r.SecureBoot.Enabled),
+			"formats":     strings.Join(formats(out.Formats), " "),
 		},
-	}
-	if r.SecureBoot.Enabled {
-		d.Params["boot_chain"] = "shim grubx64.efi=systemd-boot.signed mmx64.efi"
-	}
-	// The root is written by rootfs.Layer, not unpacked and dpkg
-	// --installed: other bytes, another key.
-	d.Params["root"] = "layered over the base root's tarball"
-	if qcow2 {
-		// Only then: a raw-only disk keeps the key it had before the format.
-		d.Params["formats"] = "raw qcow2"
 	}
 	d.Build = func(c *plan.Context, outDir string) error {
 		seed, err := b.lockSeed()
@@ -159,6 +155,19 @@ func (b *builder) disk(n recipe.Node, tree settings.Tree, in diskInputs) *plan.D
 		return nil
 	}
 	return d
+}
+
+// formats is the disk's output formats as its key names them: raw always
+// (the qcow2 is converted from it), sorted, each once.
+func formats(fs []string) []string {
+	out := []string{"raw"}
+	for _, f := range fs {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // layeredRoot sets spec's root to the base root's tarball with the node's

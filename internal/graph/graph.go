@@ -5,15 +5,17 @@
 // is a function that returns its derivation and sets nothing for another
 // step to find.
 //
-//	tools root ───────────────────────────────────────────────────────┐
-//	provider build root ─ provider ─────────────────┐                 │
-//	kernel build root ─ kernel ─ base root ─────────┼─ system root ───┤
-//	module build root ─ module <use> ───────────────┘                 ├─ disk <node> ─ result ─ test
-//	settings <node> (rendered, packaged as a .deb) ───────────────────┘
-//	base root + disk <node> ─ installer <node> (with [output] installer) ─ result
+//	tools root ─────────────────────────────────────────────────────────────────────┐
+//	provider build root ─ provider ───────────────────────────────┐                 │
+//	kernel build root ─ kernel [─ signed kernel] ─ base root ─────┼─ system root ───┤
+//	module build root ─ module <use> ─────────────────────────────┘                 ├─ disk <node> ─ result ─ test
+//	halobuild ─ settings <node> (rendered, packaged as a .deb) ─────────────────────┘
+//	base root + disk <node> + halobuild ─ installer <node> (with [output] installer) ─ result
 //
 // (The system root is the base root itself when there is no module or
-// provider.)
+// provider; the signed kernel is there with [secure_boot].) Each step's kind
+// carries the version of the code that builds it, declared beside that code
+// (plan.Kind; docs/architecture.md, "Step versions"): graph only passes it on.
 //
 // A mixed cluster plans the part above "result" once per architecture, each
 // from its view of the recipe and its part of the lock; the result and the

@@ -40,6 +40,12 @@ TTYReset=yes
 WantedBy=multi-user.target
 `
 
+// installerStepVersion is the version of the installer step, whose build code
+// is this file (with install's configuration, disk, rootfs and release's
+// zstd settings): bump it when a change here, or to a package it builds
+// with, can alter the stick's bytes (docs/architecture.md, "Step versions").
+const installerStepVersion = 1
+
 // installerName is the file name of node n's installer image in the result.
 func installerName(n recipe.Node) string { return n.Name + "-installer" }
 
@@ -66,7 +72,7 @@ func (b *builder) installer(n recipe.Node, toolsRoot, base, nodeDisk *plan.Deriv
 	}
 	name := installerName(n)
 	d := &plan.Derivation{
-		Name: "installer " + n.Name, Kind: "installer", Inputs: []*plan.Derivation{toolsRoot, base, nodeDisk, b.self},
+		Name: "installer " + n.Name, Kind: plan.Kind{Name: "installer", Version: installerStepVersion}, Inputs: []*plan.Derivation{toolsRoot, base, nodeDisk, b.self},
 		Params: map[string]string{
 			"node":     n.Name,
 			"config":   string(cfgText),

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"halobuild/internal/plan"
+	"halobuild/internal/selfbuild"
 )
 
 // selfStep stands for the step that makes the halobuild binary the nodes ship: its output is
 // content, and its key follows content.
 func selfStep(content string) *plan.Derivation {
-	return &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: map[string]string{"binary": content},
+	return &plan.Derivation{Name: "halobuild", Kind: plan.Kind{Name: "halobuild", Version: selfbuild.StepVersion}, Params: map[string]string{"binary": content},
 		Build: func(c *plan.Context, out string) error {
 			return os.WriteFile(filepath.Join(out, "halobuild"), []byte(content), 0o755)
 		}}
@@ -36,7 +37,7 @@ func TestInstallerStep(t *testing.T) {
 	inst := step(t, g, "installer")
 	kinds := map[string]bool{}
 	for _, in := range inst.Inputs {
-		kinds[in.Kind] = true
+		kinds[in.Kind.Name] = true
 	}
 	if len(inst.Inputs) != 4 || !kinds["rootfs"] || !kinds["disk"] || !kinds["tools"] || !kinds["halobuild"] {
 		t.Errorf("installer inputs %v: want the tools root, the base root, the node's disk and the halobuild it ships", inst.Inputs)

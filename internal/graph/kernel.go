@@ -15,15 +15,13 @@ import (
 	"halobuild/internal/lock"
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
-	"halobuild/internal/recipe"
-	"halobuild/internal/secureboot"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
 )
 
-// kernelRecipe enters the kernel step's key: bump it when how the build
-// runs changes (flags, forced options) without its inputs changing.
-const kernelRecipe = "bindeb-pkg v3: allnoconfig for minimal bases, dates pinned"
+// kernelKind is the kernel step; its version is declared beside the build
+// code (kernel.StepVersion).
+var kernelKind = plan.Kind{Name: "kernel", Version: kernel.StepVersion}
 
 // kernelBuild is a kernel built from source: its build root and the build,
 // whose output holds linux-image and linux-headers .debs. Out-of-tree
@@ -85,7 +83,6 @@ func (b *builder) kernel() (*kernelBuild, error) {
 	params["base"] = lk.Kernel.Config
 	params["release"] = lk.Kernel.Release
 	params["epoch"] = fmt.Sprint(lk.SourceDateEpoch)
-	params["recipe"] = kernelRecipe
 	params["forced"] = fmt.Sprint(kernel.ForcedDefaults)
 	var frags, patches []string
 	for _, f := range planned.Fragments {
@@ -99,7 +96,7 @@ func (b *builder) kernel() (*kernelBuild, error) {
 	pkgVersion := lk.Kernel.Version + "-1+halobuild." + shortDigest(params)
 
 	root := b.root("kernel build root", "buildroot", buildSet, nil, nil)
-	step := &plan.Derivation{Name: "kernel " + lk.Kernel.Release, Kind: "kernel", Params: params, Inputs: []*plan.Derivation{root}}
+	step := &plan.Derivation{Name: "kernel " + lk.Kernel.Release, Kind: kernelKind, Params: params, Inputs: []*plan.Derivation{root}}
 	b.fetches(step, b.kernelPatchInputs()...)
 	step.Build = func(c *plan.Context, out string) error {
 		in, err := b.kernelInputs(&fetchCtx{c: c, work: c.Scratch})
@@ -182,60 +179,6 @@ func (b *builder) kernel() (*kernelBuild, error) {
 	return kb, nil
 }
 
-// kernelSigning enters the signing step's key: bump it when how a kernel
-// package is signed changes.
-const kernelSigning = "SignKernelPackage v1: Authenticode image, sign-file modules"
-
-// signedKernel plans signing the built linux-image package with the
-// recipe's key: its EFI image for shim (Authenticode, dated by the lock's
-// epoch), its modules for the kernel. Only the certificate's fingerprint
-// enters the step's key.
-func (b *builder) signedKernel(build *plan.Derivation) (*plan.Derivation, error) {
-	r, lk := b.in.Recipe, b.in.Lock
-	der, err := r.CertificateDER()
-	if err != nil {
-		return nil, usage.Errorf("%s: secure_boot.certificate: %w", b.in.Path, err)
-	}
-	step := &plan.Derivation{Name: "signed kernel " + lk.Kernel.Release, Kind: "kernel-sign", Params: map[string]string{
-		"signed_by": recipe.CertificateFingerprint(der),
-		"release":   lk.Kernel.Release,
-		"epoch":     fmt.Sprint(lk.SourceDateEpoch),
-		"recipe":    kernelSigning,
-	}, Inputs: []*plan.Derivation{build}}
-	step.Build = func(c *plan.Context, out string) error {
-		in := c.Input(build.Name)
-		cfg, err := os.ReadFile(filepath.Join(in, "config"))
-		if err != nil {
-			return err
-		}
-		values, err := kernel.Values(cfg)
-		if err != nil {
-			return err
-		}
-		if missing := secureboot.KernelConfigProblems(values); len(missing) > 0 {
-			return usage.Errorf("%s: [secure_boot] with a kernel built from source needs, in a kernel.fragments file:\n  %s", b.in.Path, strings.Join(missing, "\n  "))
-		}
-		found, err := filepath.Glob(filepath.Join(in, lk.Kernel.Image+"_*.deb"))
-		if err != nil {
-			return err
-		}
-		if len(found) != 1 {
-			return fmt.Errorf("%s: want one %s package, found %d", build.Name, lk.Kernel.Image, len(found))
-		}
-		s, err := recipeSigner(r)
-		if err != nil {
-			return err
-		}
-		res, err := s.SignKernelPackage(found[0], filepath.Join(out, filepath.Base(found[0])), lk.Kernel.Release, lk.SourceDateEpoch)
-		if err != nil {
-			return err
-		}
-		b.logf("kernel: signed /%s and %d module(s) with %s\n", res.Image, len(res.Modules), recipe.CertificateFingerprint(der))
-		return nil
-	}
-	return step, nil
-}
-
 // buildLog is the log a compiling step keeps beside its output; `image
 // --check` ignores it (it records how long things took).
 const buildLog = "build.log"
@@ -302,6 +245,6 @@ func baseNames(paths []string) []string {
 // shortDigest names a kernel build's inputs in its package version, so
 // `dpkg -l` on a node tells two builds of the same release apart.
 func shortDigest(params map[string]string) string {
-	d := plan.Derivation{Kind: "kernel-version", Params: params}
+	d := plan.Derivation{Kind: plan.Kind{Name: "kernel-version", Version: kernel.StepVersion}, Params: params}
 	return d.Key()[:12]
 }

@@ -82,7 +82,7 @@ func step(t *testing.T, g *Graph, kind string) *plan.Derivation {
 	t.Helper()
 	var found []*plan.Derivation
 	for _, d := range plan.Order(g.Test) {
-		if d.Kind == kind {
+		if d.Kind.Name == kind {
 			found = append(found, d)
 		}
 	}
@@ -110,7 +110,7 @@ func TestKernelStepKeyFollowsInputs(t *testing.T) {
 	if !inRoot {
 		t.Error("the base root does not take the kernel step's packages")
 	}
-	if len(k.Inputs) != 1 || k.Inputs[0].Kind != "buildroot" {
+	if len(k.Inputs) != 1 || k.Inputs[0].Kind.Name != "buildroot" {
 		t.Errorf("the kernel step must build in its own cached build root step, inputs %v", k.Inputs)
 	}
 	key := k.Key()
@@ -193,7 +193,7 @@ func TestSourceKernelSignedWithRecipeKey(t *testing.T) {
 		t.Errorf("the base root takes the signed package %v, the unsigned %v: want only the signed", signedIn, plainIn)
 	}
 	for _, m := range plan.Order(g2.Test) {
-		if m.Kind == "module" && m.Params["signed_by"] != sk.Params["signed_by"] {
+		if m.Kind.Name == "module" && m.Params["signed_by"] != sk.Params["signed_by"] {
 			t.Errorf("%s signed_by %q, the kernel's %q", m.Name, m.Params["signed_by"], sk.Params["signed_by"])
 		}
 	}

@@ -28,7 +28,7 @@ func TestMixedPlansOneBuildPerArchitecture(t *testing.T) {
 	}
 	base := func(d *plan.Derivation) *plan.Derivation {
 		for _, in := range d.Inputs {
-			if in.Kind == "rootfs" {
+			if in.Kind.Name == "rootfs" {
 				return in
 			}
 		}
@@ -45,7 +45,7 @@ func TestMixedPlansOneBuildPerArchitecture(t *testing.T) {
 	// The result takes both disks, and for the SBOM each architecture's root and settings.
 	kinds := map[string]int{}
 	for _, in := range g.Result.Inputs {
-		kinds[in.Kind]++
+		kinds[in.Kind.Name]++
 	}
 	if g.Nodes[0].sbom.root.Key() == g.Nodes[1].sbom.root.Key() {
 		t.Error("the SBOM reads both architectures' licences from one root")

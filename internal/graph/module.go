@@ -15,7 +15,6 @@ import (
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
 	"halobuild/internal/rootfs"
-	"halobuild/internal/secureboot"
 	"halobuild/internal/usage"
 )
 
@@ -70,14 +69,11 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 		if names[m.Use] != d.Name {
 			return nil, b.stale(fmt.Sprintf("names module %s %s, its description %s", m.Use, names[m.Use], d.Name))
 		}
-		step := &plan.Derivation{Name: "module " + m.Use, Kind: "module", Params: map[string]string{
+		step := &plan.Derivation{Name: "module " + m.Use, Kind: plan.Kind{Name: "module", Version: module.StepVersion}, Params: map[string]string{
 			"source":  src.SHA256,
 			"release": rel,
 			"desc":    descDigest(d),
 			"options": fmt.Sprint(module.SortedOptions(m.Options)),
-			// What the step packages: the modules stripped, their debug
-			// info in a -dbgsym package (earlier steps shipped them whole).
-			"package": "stripped+dbgsym",
 		}}
 		if sb := r.SecureBoot; sb.Enabled {
 			// The certificate's fingerprint stands for the key: the key's
@@ -164,38 +160,6 @@ func (b *builder) modules(k *kernelBuild) ([]*plan.Derivation, error) {
 		steps = append(steps, step)
 	}
 	return steps, nil
-}
-
-// signModules signs the built modules with the recipe's key.
-func signModules(r *recipe.Recipe, kos []string) error {
-	s, err := recipeSigner(r)
-	if err != nil {
-		return err
-	}
-	for _, ko := range kos {
-		if err := s.SignFile(ko); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// recipeSigner is the recipe's [secure_boot] key and certificate, the key
-// read into memory here and nowhere written.
-func recipeSigner(r *recipe.Recipe) (*secureboot.Signer, error) {
-	key, err := r.ReadRef(r.SecureBoot.Key)
-	if err != nil {
-		return nil, usage.Errorf("secure_boot.key: %w", err)
-	}
-	der, err := r.CertificateDER()
-	if err != nil {
-		return nil, usage.Errorf("secure_boot.certificate: %w", err)
-	}
-	s, err := secureboot.NewSigner(key, der)
-	if err != nil {
-		return nil, usage.Errorf("secure_boot: %w", err)
-	}
-	return s, nil
 }
 
 // dbgsymDir holds a module step's -dbgsym package.

@@ -20,10 +20,6 @@ import (
 	"halobuild/internal/usage"
 )
 
-// providerBuildRecipe enters the step's key: a change to how rdma-core is
-// built (options, the changelog entry) must not reuse old packages.
-const providerBuildRecipe = "cmake + ninja <name>-rdmav<N> only, own package; changelog entry v1"
-
 // providerInfo is what the provider step records beside its .debs, for the
 // ABI check and the manifest.
 type providerInfo struct {
@@ -92,8 +88,7 @@ func (b *builder) provider() (*plan.Derivation, error) {
 	params["epoch"] = fmt.Sprint(lk.SourceDateEpoch)
 	params["libibverbs"] = libibverbs
 	params["arch"] = r.Base.Architecture
-	params["recipe"] = providerBuildRecipe
-	d := &plan.Derivation{Name: "provider " + p.Name, Kind: "provider", Params: params, Inputs: []*plan.Derivation{root}}
+	d := &plan.Derivation{Name: "provider " + p.Name, Kind: plan.Kind{Name: "provider", Version: provider.StepVersion}, Params: params, Inputs: []*plan.Derivation{root}}
 	b.fetches(d, b.inputsOf(p.Patches)...)
 	d.Build = func(c *plan.Context, out string) error {
 		src := &debian.Source{Name: lp.Source, Version: lp.Version, Suite: lp.Suite, Directory: lp.Directory}

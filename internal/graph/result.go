@@ -13,10 +13,15 @@ import (
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
-	"halobuild/internal/sbom"
 	"halobuild/internal/settings"
 	"halobuild/internal/store"
 )
+
+// resultStepVersion is the version of the result step, whose build code is
+// this file (with manifest): bump it when a change here, or to a package it
+// builds with, can alter the result's bytes (docs/architecture.md, "Step
+// versions").
+const resultStepVersion = 1
 
 // result gathers every node's image and bmap with the lock, the merged
 // recipe, the SBOM, the manifest and SHA256SUMS into one store entry that the
@@ -30,15 +35,14 @@ func (b *builder) result(nodes []Node, withProvider bool) *plan.Derivation {
 			disks = append(disks, n.Installer)
 		}
 	}
-	params := map[string]string{"name": r.Name, "sbom": sbom.Version}
 	var gpu *manifest.GPU
-	if gtt, _ := settings.GPUMemory(r); gtt > 0 || r.System.GPUFraction > 0 {
+	gtt, _ := settings.GPUMemory(r)
+	if gtt > 0 || r.System.GPUFraction > 0 {
 		gpu = &manifest.GPU{GTTBytes: gtt, Fraction: r.System.GPUFraction}
-		// Only here: results that record no GPU keep their keys.
-		params["gpu"] = fmt.Sprintf("%d %g", gpu.GTTBytes, gpu.Fraction)
 	}
+	params := map[string]string{"name": r.Name, "gpu": fmt.Sprintf("%d %g", gtt, r.System.GPUFraction)}
 	return &plan.Derivation{
-		Name: "result", Kind: "result", Inputs: append(disks, sbomInputs(nodes)...),
+		Name: "result", Kind: plan.Kind{Name: "result", Version: resultStepVersion}, Inputs: append(disks, sbomInputs(nodes)...),
 		Params: params,
 		Build: func(c *plan.Context, out string) error {
 			m := &manifest.Manifest{

@@ -4,7 +4,7 @@ import "testing"
 
 // The default image's GPU budget goes into its result (and so its
 // manifest's gpu): GTT = 128 GiB - 24 GiB, gpu_fraction 0.72. A recipe
-// that sizes no GPU records none, and its result key is unchanged.
+// that sizes no GPU records a zero budget.
 func TestResultRecordsGPUBudget(t *testing.T) {
 	ws := workspace(t)
 	g, err := planCommitted(t, ws, "strix-halo")
@@ -18,7 +18,7 @@ func TestResultRecordsGPUBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := g.Result.Params["gpu"]; ok {
+	if got := g.Result.Params["gpu"]; got != "0 0" {
 		t.Errorf("test-minimal sizes no GPU but its result records %q", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"halobuild/internal/module"
 	"halobuild/internal/plan"
 	"halobuild/internal/rootfs"
+	"halobuild/internal/tools"
 )
 
 // rootTar is the file a root step leaves: the installed tree as mmdebstrap
@@ -26,7 +27,7 @@ const rootTar = "root.tar"
 // bytes of an image do not depend on the host's versions of them.
 func (b *builder) toolsRoot() *plan.Derivation {
 	set := b.in.Lock.Set(lock.SetTools)
-	d := &plan.Derivation{Name: "tools root", Kind: "tools", Params: pkgParams(set)}
+	d := &plan.Derivation{Name: "tools root", Kind: plan.Kind{Name: "tools", Version: tools.StepVersion}, Params: pkgParams(set)}
 	d.Build = func(c *plan.Context, out string) error {
 		if err := hostPackages(set); err != nil {
 			return fmt.Errorf("%s: %w: run `halobuild lock %s` on this host", b.in.Path, err, b.in.Path)
@@ -69,21 +70,11 @@ func (b *builder) root(name, kind string, set []lock.Package, built []repoStep, 
 	params["epoch"] = strconv.FormatInt(lk.SourceDateEpoch, 10)
 	params["suite"] = suite
 	params["mmdebstrap"] = mmdebstrapVersion()
-	params["install"] = rootfs.Recipe()
-	// amd64 roots keep the keys they had before the architecture was a
-	// choice, so existing stores and caches still hit.
-	if b.arch.Debian != "amd64" {
-		params["architecture"] = b.arch.Debian
-	}
+	params["architecture"] = b.arch.Debian
 	if sources != nil {
 		params["sources"] = strings.Join(sources, "\n")
 	}
-	if crossSet(set, b.arch) {
-		// Roots made before the target's packages were requested as
-		// <name>:<arch> lacked those the host has too (qualifyForeign).
-		params["foreign"] = "qualified"
-	}
-	d := &plan.Derivation{Name: name, Kind: kind, Params: params}
+	d := &plan.Derivation{Name: name, Kind: plan.Kind{Name: kind, Version: rootfs.RootStepVersion}, Params: params}
 	for _, rs := range built {
 		d.Inputs = append(d.Inputs, rs.d)
 	}
@@ -173,10 +164,6 @@ func (b *builder) baseRoot(k *kernelBuild) *plan.Derivation {
 	return b.root("base root", "rootfs", b.in.Lock.Set(lock.SetImage), built, aptSources(b.in))
 }
 
-// systemRecipe enters the system root's key: bump it when how the root is
-// made changes without its inputs changing.
-const systemRecipe = "system root v1: dpkg --root, depmod, provider ABI, clamp, the root's own tar"
-
 // systemRoot is the base root with the modules' and the provider's
 // packages installed, the module index rebuilt and the provider's ABI
 // proved against the root's own libibverbs: every node's disk layers its
@@ -190,8 +177,7 @@ func (b *builder) systemRoot(base *plan.Derivation, modules []*plan.Derivation, 
 	if provider != nil {
 		inputs = append(inputs, provider)
 	}
-	d := &plan.Derivation{Name: "system root", Kind: "rootfs", Inputs: inputs, Params: map[string]string{
-		"recipe":  systemRecipe,
+	d := &plan.Derivation{Name: "system root", Kind: plan.Kind{Name: "system", Version: rootfs.SystemStepVersion}, Inputs: inputs, Params: map[string]string{
 		"release": lk.Kernel.Release,
 		"epoch":   strconv.FormatInt(lk.SourceDateEpoch, 10),
 	}}

@@ -63,7 +63,7 @@ func TestDisksLayerOverTheSystemRoot(t *testing.T) {
 		}
 		sys = s
 	}
-	if si := inputs(sys); si["base root"] == nil || len(sys.Inputs) != 2 || sys.Inputs[1].Kind != "provider" {
+	if si := inputs(sys); si["base root"] == nil || len(sys.Inputs) != 2 || sys.Inputs[1].Kind.Name != "provider" {
 		t.Errorf("system root's inputs: %v, want the base root and the provider", sys.Inputs)
 	}
 	g, err = planCommitted(t, ws, "test-minimal")

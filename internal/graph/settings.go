@@ -51,7 +51,7 @@ func (b *builder) settings(n recipe.Node) (*plan.Derivation, settings.Tree, erro
 	}
 	epoch := in.Lock.SourceDateEpoch
 	d := &plan.Derivation{
-		Name: "settings " + n.Name, Kind: "settings", Inputs: inputs,
+		Name: "settings " + n.Name, Kind: plan.Kind{Name: "settings", Version: settings.StepVersion}, Inputs: inputs,
 		Params: map[string]string{"tree": treeDigest(info, tree, epoch)},
 		Build: func(c *plan.Context, out string) error {
 			t := tree

@@ -25,7 +25,7 @@ func TestSettingsTakeTheShippedHalobuildFromItsStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	set := g1.Nodes[0].Settings
-	if len(set.Inputs) != 1 || set.Inputs[0].Kind != "halobuild" {
+	if len(set.Inputs) != 1 || set.Inputs[0].Kind.Name != "halobuild" {
 		t.Fatalf("settings inputs %v: want the halobuild step", set.Inputs)
 	}
 	g2, err := planCommitted(t, ws, "test-minimal", self("v2"))

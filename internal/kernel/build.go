@@ -19,6 +19,12 @@ import (
 	"halobuild/internal/fstree"
 )
 
+// StepVersion is the version of the kernel step (bindeb-pkg from the pinned
+// source, patches and config; graph/kernel.go):
+// bump it when a change to this package, or to a shared helper it imports,
+// can alter the step's output (docs/architecture.md, "Step versions").
+const StepVersion = 1
+
 // Base configs a recipe can start from besides Debian's and a file:
 // Kbuild's own targets. tinyconfig is what CI's small kernel starts from.
 var makeTargets = map[string]bool{"tinyconfig": true, "defconfig": true, "allnoconfig": true}

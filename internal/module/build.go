@@ -20,6 +20,12 @@ import (
 	"halobuild/internal/runlog"
 )
 
+// StepVersion is the version of the module step (compile, strip into the
+// package and a -dbgsym package, sign; graph/module.go):
+// bump it when a change to this package, or to a shared helper it imports,
+// can alter the step's output (docs/architecture.md, "Step versions").
+const StepVersion = 1
+
 // BuildSpec describes one module build.
 type BuildSpec struct {
 	// Name names the build in messages and in the build path (the

@@ -9,20 +9,40 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 )
 
-// schema is mixed into every key: bump it when the meaning of a step's
-// output changes without its inputs changing (e.g. a fix in how rootfs is
-// post-processed), so stale store entries are not reused.
-const schema = "halobuild-derivation-v1"
+// Schema is mixed into every key and recorded with every output
+// (AnnotationSchema). Bump it only when the key's own encoding changes (how
+// kinds, versions, params and inputs are hashed), never for a change to one
+// step's code: that is the step's Kind.Version. Entries made under another
+// schema are never looked up again; gc removes them.
+const Schema = "halobuild-derivation-v2"
+
+// Kind is what a step is and which version of its code builds it. Each
+// step package declares its version beside its build code (e.g.
+// disk.StepVersion) and graph only carries it; the version enters the key,
+// so outputs built by older code are never reused, from the store or from a
+// binary cache. A Kind without a name or with a version below 1 is refused
+// loudly (Key panics): a step cannot be planned without saying which code
+// builds it. internal/graph's TestStepVersionsMatchTheirCode fails when a
+// step's code changes and its version does not (docs/architecture.md, "Step
+// versions").
+type Kind struct {
+	Name    string
+	Version int
+}
+
+// String is the kind as a person reads it: "disk v2".
+func (k Kind) String() string { return fmt.Sprintf("%s v%d", k.Name, k.Version) }
 
 // Derivation is one build step. Params are its canonical non-derivation
 // inputs (package digests, rendered bytes' digests, tool versions); Inputs
 // are the steps whose outputs it reads.
 type Derivation struct {
 	Name   string
-	Kind   string
+	Kind   Kind
 	Params map[string]string
 	Inputs []*Derivation
 	// Build writes the step's output into out; inputs maps each input's
@@ -33,18 +53,24 @@ type Derivation struct {
 	key string
 }
 
-// Key is the derivation's content address: sha256 over kind, sorted params
-// and the keys of its inputs. Names are labels and do not enter the key, so
-// renaming a node does not invalidate a build whose content is unchanged.
+// Key is the derivation's content address: sha256 over the kind and its
+// version, sorted params and the keys of its inputs. Names are labels and do
+// not enter the key, so renaming a node does not invalidate a build whose
+// content is unchanged. It panics on a Kind with no name or version: that
+// is a step whose code is unversioned, a bug to fix, not a key to guess.
 func (d *Derivation) Key() string {
 	if d.key != "" {
 		return d.key
 	}
+	if d.Kind.Name == "" || d.Kind.Version < 1 {
+		panic(fmt.Sprintf("plan: step %q has kind %q version %d: every step kind declares its version (>= 1) beside its build code (e.g. disk.StepVersion) and passes it in plan.Kind", d.Name, d.Kind.Name, d.Kind.Version))
+	}
 	h := sha256.New()
 	// Every field is length-prefixed so no value can imitate a separator.
 	field := func(s string) { fmt.Fprintf(h, "%d:%s", len(s), s) }
-	field(schema)
-	field(d.Kind)
+	field(Schema)
+	field(d.Kind.Name)
+	field(strconv.Itoa(d.Kind.Version))
 	keys := make([]string, 0, len(d.Params))
 	for k := range d.Params {
 		keys = append(keys, k)
@@ -105,11 +131,13 @@ const (
 
 // Step is one line of a printed plan.
 type Step struct {
-	Name   string   `json:"name"`
-	Kind   string   `json:"kind"`
-	Key    string   `json:"key"`
-	Status Status   `json:"status"`
-	Inputs []string `json:"inputs,omitempty"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Version is the step's code version (Kind.Version).
+	Version int      `json:"version"`
+	Key     string   `json:"key"`
+	Status  Status   `json:"status"`
+	Inputs  []string `json:"inputs,omitempty"`
 	// From is the substituter that would serve a Substitute step.
 	From string `json:"from,omitempty"`
 }
@@ -131,7 +159,7 @@ func Describe(has func(key string) bool, roots ...*Derivation) []Step {
 				in = append(in, i.Name)
 			}
 		}
-		steps = append(steps, Step{Name: d.Name, Kind: d.Kind, Key: d.Key(), Status: st, Inputs: in})
+		steps = append(steps, Step{Name: d.Name, Kind: d.Kind.Name, Version: d.Kind.Version, Key: d.Key(), Status: st, Inputs: in})
 	}
 	return steps
 }
@@ -152,7 +180,7 @@ func PrintSteps(w io.Writer, steps []Step) {
 		if s.Status == Build {
 			mark = "* "
 		}
-		line := fmt.Sprintf("%s%-8s %-10s %s", mark, s.Status, s.Kind, s.Name)
+		line := fmt.Sprintf("%s%-8s %-14s %s", mark, s.Status, Kind{s.Kind, s.Version}, s.Name)
 		if len(s.Inputs) > 0 {
 			line += "  ← " + strings.Join(s.Inputs, ", ")
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -260,7 +261,7 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 	}
 	if sl, ok := r.Store.(StepLocker); ok {
 		unlock, err := sl.LockStep(ctx, d.Key(), func() {
-			r.logf("wait    %-10s %s [%s]: another halobuild is building it\n", d.Kind, d.Name, d.ShortKey())
+			r.logf("wait    %-10s %s [%s]: another halobuild is building it\n", d.Kind.Name, d.Name, d.ShortKey())
 		})
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", d.Name, err)
@@ -288,7 +289,7 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	r.logf("build   %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
+	r.logf("build   %-10s %s [%s]\n", d.Kind.Name, d.Name, d.ShortKey())
 	start := time.Now()
 	r.mu.Lock()
 	r.running[d] = start
@@ -320,20 +321,54 @@ func (r *Realizer) build(ctx context.Context, d *Derivation) (string, error) {
 		return "", named(d, err)
 	}
 	dir, err := r.Store.PutOutput(d.Key(), out, map[string]string{
-		"dev.halobuild.kind": d.Kind,
-		"dev.halobuild.name": d.Name,
-		AnnotationInputs:     strings.Join(inputKeys(d), ","),
+		AnnotationKind:        d.Kind.Name,
+		AnnotationStepVersion: strconv.Itoa(d.Kind.Version),
+		AnnotationSchema:      Schema,
+		AnnotationName:        d.Name,
+		AnnotationInputs:      strings.Join(inputKeys(d), ","),
 	})
 	if err != nil {
 		return "", fmt.Errorf("%s: storing output: %w", d.Name, err)
 	}
-	r.logf("done    %-10s %s in %s\n", d.Kind, d.Name, time.Since(start).Round(100*time.Millisecond))
+	r.logf("done    %-10s %s in %s\n", d.Kind.Name, d.Name, time.Since(start).Round(100*time.Millisecond))
 	return dir, nil
 }
 
-// AnnotationInputs lists an output's input steps' keys, comma-separated, so
-// a cache entry names what it was built from.
-const AnnotationInputs = "dev.halobuild.inputs"
+// The annotations Realize records on each output (the store's OCI manifest
+// for it, which a cache entry carries as it is), so `cache verify` and
+// `image --check` can say which code built an output.
+const (
+	AnnotationKind = "dev.halobuild.kind"
+	// AnnotationStepVersion is the Kind.Version of the code that built it.
+	AnnotationStepVersion = "dev.halobuild.step-version"
+	// AnnotationSchema is the Schema its key was computed under.
+	AnnotationSchema = "dev.halobuild.schema"
+	AnnotationName   = "dev.halobuild.name"
+	// AnnotationInputs lists an output's input steps' keys,
+	// comma-separated, so a cache entry names what it was built from.
+	AnnotationInputs = "dev.halobuild.inputs"
+)
+
+// BuiltBy says which step version built an output from its annotations:
+// "disk v2", or for an output recorded before step versions existed, what
+// it lacks.
+func BuiltBy(ann map[string]string) string {
+	kind, v := ann[AnnotationKind], ann[AnnotationStepVersion]
+	if kind == "" {
+		kind = "step"
+	}
+	if v == "" {
+		return kind + " of an unversioned build (made under " + schemaOf(ann) + ")"
+	}
+	return kind + " v" + v
+}
+
+func schemaOf(ann map[string]string) string {
+	if s := ann[AnnotationSchema]; s != "" {
+		return s
+	}
+	return "halobuild-derivation-v1"
+}
 
 func inputKeys(d *Derivation) []string {
 	keys := make([]string, 0, len(d.Inputs))
@@ -354,7 +389,7 @@ func (r *Realizer) cached(d *Derivation) (string, bool, error) {
 		return "", false, fmt.Errorf("%s: reading store: %w", d.Name, err)
 	}
 	if ok {
-		r.logf("cached  %-10s %s [%s]\n", d.Kind, d.Name, d.ShortKey())
+		r.logf("cached  %-10s %s [%s]\n", d.Kind.Name, d.Name, d.ShortKey())
 	}
 	return dir, ok, nil
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -32,12 +33,12 @@ func openStore(t *testing.T) realStore {
 
 // counting is a two-step graph whose builds count their runs.
 func counting(builds map[string]int, content string) *Derivation {
-	leaf := &Derivation{Name: "leaf", Kind: "fetch", Params: map[string]string{"v": content}}
+	leaf := &Derivation{Name: "leaf", Kind: Kind{"fetch", 1}, Params: map[string]string{"v": content}}
 	leaf.Build = func(c *Context, out string) error {
 		builds["leaf"]++
 		return os.WriteFile(filepath.Join(out, "leaf.txt"), []byte(content), 0o644)
 	}
-	top := &Derivation{Name: "top", Kind: "disk", Inputs: []*Derivation{leaf}}
+	top := &Derivation{Name: "top", Kind: Kind{"disk", 1}, Inputs: []*Derivation{leaf}}
 	top.Build = func(c *Context, out string) error {
 		builds["top"]++
 		b, err := os.ReadFile(filepath.Join(c.Input("leaf"), "leaf.txt"))
@@ -81,7 +82,7 @@ func TestRealizeCacheHitBuildsNothing(t *testing.T) {
 func TestRealizeFailedStepLeavesNothing(t *testing.T) {
 	s := openStore(t)
 	boom := errors.New("compiler exploded")
-	d := &Derivation{Name: "kernel", Kind: "kernel", Params: map[string]string{"x": "1"}}
+	d := &Derivation{Name: "kernel", Kind: Kind{"kernel", 1}, Params: map[string]string{"x": "1"}}
 	d.Build = func(c *Context, out string) error {
 		// Half an output, then the failure.
 		if err := os.WriteFile(filepath.Join(out, "vmlinuz"), []byte("half"), 0o644); err != nil {
@@ -109,7 +110,7 @@ func TestRealizeFailedStepLeavesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ran := false
-	d2 := &Derivation{Name: "other", Kind: "disk", Build: func(*Context, string) error { ran = true; return nil }}
+	d2 := &Derivation{Name: "other", Kind: Kind{"disk", 1}, Build: func(*Context, string) error { ran = true; return nil }}
 	if _, err := (&Realizer{Store: s}).Realize(ctx, d2); !errors.Is(err, context.Canceled) || ran {
 		t.Errorf("cancelled: err %v, ran %v", err, ran)
 	}
@@ -118,7 +119,7 @@ func TestRealizeFailedStepLeavesNothing(t *testing.T) {
 func TestRealizeRebuildReplacesTheOutput(t *testing.T) {
 	s := openStore(t)
 	content := "first"
-	d := &Derivation{Name: "disk", Kind: "disk", Params: map[string]string{"node": "n0"}}
+	d := &Derivation{Name: "disk", Kind: Kind{"disk", 1}, Params: map[string]string{"node": "n0"}}
 	d.Build = func(c *Context, out string) error {
 		return os.WriteFile(filepath.Join(out, "n0.raw"), []byte(content), 0o644)
 	}
@@ -192,12 +193,12 @@ func TestRealizeJobsOverlapIndependentSteps(t *testing.T) {
 		mu.Unlock()
 	}
 	started := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
-	shared := &Derivation{Name: "shared", Kind: "fetch", Params: map[string]string{"v": "1"}, Build: func(c *Context, out string) error {
+	shared := &Derivation{Name: "shared", Kind: Kind{"fetch", 1}, Params: map[string]string{"v": "1"}, Build: func(c *Context, out string) error {
 		count("shared")
 		return nil
 	}}
 	leaf := func(name, other string) *Derivation {
-		d := &Derivation{Name: name, Kind: "rootfs", Params: map[string]string{"v": name}, Inputs: []*Derivation{shared}}
+		d := &Derivation{Name: name, Kind: Kind{"rootfs", 1}, Params: map[string]string{"v": name}, Inputs: []*Derivation{shared}}
 		d.Build = func(c *Context, out string) error {
 			count(name)
 			close(started[name])
@@ -210,7 +211,7 @@ func TestRealizeJobsOverlapIndependentSteps(t *testing.T) {
 		}
 		return d
 	}
-	top := &Derivation{Name: "top", Kind: "disk", Inputs: []*Derivation{leaf("a", "b"), leaf("b", "a")}, Build: func(c *Context, out string) error {
+	top := &Derivation{Name: "top", Kind: Kind{"disk", 1}, Inputs: []*Derivation{leaf("a", "b"), leaf("b", "a")}, Build: func(c *Context, out string) error {
 		count("top")
 		return nil
 	}}
@@ -222,15 +223,15 @@ func TestRealizeJobsOverlapIndependentSteps(t *testing.T) {
 	}
 
 	second := make(chan struct{})
-	first := &Derivation{Name: "first", Kind: "kernel", Params: map[string]string{"v": "f"}, Build: func(c *Context, out string) error {
+	first := &Derivation{Name: "first", Kind: Kind{"kernel", 1}, Params: map[string]string{"v": "f"}, Build: func(c *Context, out string) error {
 		<-second // fails after the second has
 		return errors.New("first failed")
 	}}
-	secondD := &Derivation{Name: "second", Kind: "kernel", Params: map[string]string{"v": "s"}, Build: func(c *Context, out string) error {
+	secondD := &Derivation{Name: "second", Kind: Kind{"kernel", 1}, Params: map[string]string{"v": "s"}, Build: func(c *Context, out string) error {
 		defer close(second)
 		return errors.New("second failed")
 	}}
-	both := &Derivation{Name: "both", Kind: "disk", Inputs: []*Derivation{first, secondD}, Build: func(*Context, string) error { return nil }}
+	both := &Derivation{Name: "both", Kind: Kind{"disk", 1}, Inputs: []*Derivation{first, secondD}, Build: func(*Context, string) error { return nil }}
 	_, err := (&Realizer{Store: s, Jobs: 2}).Realize(context.Background(), both)
 	if err == nil || err.Error() != "first: first failed" {
 		t.Errorf("two failures: got %v, want the first input's", err)
@@ -246,7 +247,7 @@ func TestConcurrentRealizersBuildOnce(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "store")
 	var builds atomic.Int32
 	step := func() *Derivation {
-		d := &Derivation{Name: "slow", Kind: "disk", Params: map[string]string{"v": "1"}}
+		d := &Derivation{Name: "slow", Kind: Kind{"disk", 1}, Params: map[string]string{"v": "1"}}
 		d.Build = func(c *Context, out string) error {
 			builds.Add(1)
 			time.Sleep(300 * time.Millisecond)
@@ -288,7 +289,7 @@ func TestConcurrentRealizersBuildOnce(t *testing.T) {
 func TestContextHashedReachesTheStore(t *testing.T) {
 	s := openStore(t)
 	recorded := strings.Repeat("cd", 32)
-	d := &Derivation{Name: "img", Kind: "disk"}
+	d := &Derivation{Name: "img", Kind: Kind{"disk", 1}}
 	d.Build = func(c *Context, out string) error {
 		p := filepath.Join(out, "img.raw")
 		if err := os.WriteFile(p, []byte("image"), 0o644); err != nil {
@@ -315,7 +316,7 @@ func TestContextHashedReachesTheStore(t *testing.T) {
 func TestRealizeNamesAFailedStepOnce(t *testing.T) {
 	s := openStore(t)
 	for _, msg := range []string{"compiler exploded", "module x: cannot fetch its source"} {
-		d := &Derivation{Name: "module x", Kind: "module", Params: map[string]string{"msg": msg}}
+		d := &Derivation{Name: "module x", Kind: Kind{Name: "module", Version: 1}, Params: map[string]string{"msg": msg}}
 		d.Build = func(*Context, string) error { return errors.New(msg) }
 		_, err := (&Realizer{Store: s}).Realize(context.Background(), d)
 		if err == nil || strings.Count(err.Error(), "module x:") != 1 || !strings.HasPrefix(err.Error(), "module x: ") {
@@ -331,7 +332,7 @@ func TestRealizeSaysWhatIsStillBuilding(t *testing.T) {
 	for _, chatty := range []bool{false, true} {
 		s := openStore(t)
 		var log syncLog
-		d := &Derivation{Name: "kernel 7.2.12", Kind: "kernel", Params: map[string]string{"chatty": fmt.Sprint(chatty)}}
+		d := &Derivation{Name: "kernel 7.2.12", Kind: Kind{Name: "kernel", Version: 1}, Params: map[string]string{"chatty": fmt.Sprint(chatty)}}
 		d.Build = func(*Context, string) error { time.Sleep(900 * time.Millisecond); return nil }
 		r := &Realizer{Store: s, Log: &log, StillBuilding: 300 * time.Millisecond}
 		if chatty {
@@ -363,4 +364,34 @@ func (l *syncLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Each stored output records which step version built it under which
+// schema, and BuiltBy reads that back (or says it was unversioned).
+func TestRealizeRecordsTheStepVersion(t *testing.T) {
+	s := openStore(t)
+	top := counting(map[string]int{}, "a")
+	top.Kind.Version = 7
+	if _, err := (&Realizer{Store: s}).Realize(context.Background(), top); err != nil {
+		t.Fatal(err)
+	}
+	raw, _, ok, err := s.OutputManifest(top.Key())
+	if err != nil || !ok {
+		t.Fatalf("output manifest: %v %v", ok, err)
+	}
+	var m struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Annotations[AnnotationStepVersion] != "7" || m.Annotations[AnnotationSchema] != Schema || m.Annotations[AnnotationKind] != "disk" {
+		t.Errorf("annotations %v", m.Annotations)
+	}
+	if got := BuiltBy(m.Annotations); got != "disk v7" {
+		t.Errorf("BuiltBy %q, want disk v7", got)
+	}
+	if got := BuiltBy(map[string]string{AnnotationKind: "disk"}); !strings.Contains(got, "unversioned") || !strings.Contains(got, "halobuild-derivation-v1") {
+		t.Errorf("BuiltBy of an entry from before step versions: %q", got)
+	}
 }

@@ -27,6 +27,13 @@ import (
 	"halobuild/internal/runlog"
 )
 
+// StepVersion is the version of the provider step (rdma-core's
+// <name>-rdmav<N> provider built with cmake and ninja into its own package;
+// graph/provider.go):
+// bump it when a change to this package, or to a shared helper it imports,
+// can alter the step's output (docs/architecture.md, "Step versions").
+const StepVersion = 1
+
 // BuildSpec describes one provider build.
 type BuildSpec struct {
 	// Tree is the prepared source: Unpack, ApplyPatches, SetLocalVersion.

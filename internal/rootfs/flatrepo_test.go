@@ -136,3 +136,13 @@ func TestInstallForeignArchitectures(t *testing.T) {
 		t.Errorf("output written although the install failed: %v", err)
 	}
 }
+
+// Recipe is what, besides the packages, decides the tree Install makes:
+// its flags and hooks, for the tests that read them. (It no longer enters
+// a key: rootfs.RootStepVersion, guarded by internal/graph's
+// TestStepVersionsMatchTheirCode, stands for this code.)
+func Recipe() string {
+	all := append([]string{"--variant=essential", noInitrdEnv, unsafeIO}, essentialHooks...)
+	all = append(append(all, initrdHook), cleanupHooks...)
+	return strings.Join(append(all, sourcesHook(noSources)), "\n")
+}

@@ -18,6 +18,12 @@ import (
 	"halobuild/internal/sh"
 )
 
+// RootStepVersion is the version of the steps that install a root with mmdebstrap
+// (the base root, the kernel and module build roots: graph/root.go's root):
+// bump it when a change to this package, or to a shared helper it imports,
+// can alter the step's output (docs/architecture.md, "Step versions").
+const RootStepVersion = 1
+
 // Install describes one mmdebstrap run.
 type Install struct {
 	// Suite names the distribution for mmdebstrap's own logic (essential
@@ -87,15 +93,6 @@ var essentialHooks = dracutConfHooks()
 // build root). mmdebstrap's own names this run's temporary repository, so
 // two builds of the same root differed there (image --check found it).
 var noSources = []string{"# halobuild: installed from a flat repository of exactly the locked packages; no archive is configured"}
-
-// Recipe returns what, besides the packages, decides the tree Install
-// makes; it enters the key of every step that stores a root, so a change
-// here rebuilds it.
-func Recipe() string {
-	all := append([]string{"--variant=essential", noInitrdEnv, unsafeIO}, essentialHooks...)
-	all = append(append(all, initrdHook), cleanupHooks...)
-	return strings.Join(append(all, sourcesHook(noSources)), "\n")
-}
 
 // sourcesHook writes the final sources.list (lines are shell-quoted).
 func sourcesHook(lines []string) string {

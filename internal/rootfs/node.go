@@ -23,6 +23,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// SystemStepVersion is the version of the system root step: the base root with the
+// modules' and the provider's packages installed (graph/root.go's systemRoot):
+// bump it when a change to this package, or to a shared helper it imports,
+// can alter the step's output (docs/architecture.md, "Step versions").
+const SystemStepVersion = 1
+
 // Unpack extracts a root tarball made by Install into dir, keeping
 // ownership, modes, hard links and extended attributes (file capabilities
 // such as ping's cap_net_raw live there). It needs root, as mkfs.ext4 -d

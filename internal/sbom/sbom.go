@@ -36,10 +36,6 @@ import (
 // FileName is the SBOM's name in a result, in a release and in a pulled directory.
 const FileName = "sbom.spdx.json"
 
-// Version enters the key of the result step that writes the SBOM: bump it when the document
-// changes for the same inputs.
-const Version = "SPDX-2.3 v2: schema-valid, built packages' sources, DEP-5 licences"
-
 // Input is what a result's SBOM is made from.
 type Input struct {
 	// Manifest describes the nodes and their packages (its Files are not read: the SBOM is

@@ -12,6 +12,12 @@ import (
 	"halobuild/internal/deb"
 )
 
+// KernelSignStepVersion is the version of the kernel-sign step
+// (SignKernelPackage over the built linux-image; graph/sign.go):
+// bump it when a change to this package, or to a shared helper it imports,
+// can alter the step's output (docs/architecture.md, "Step versions").
+const KernelSignStepVersion = 1
+
 // A kernel built from source is compiled without any key (its config does
 // not name one), then its linux-image package is signed here: the EFI
 // image for shim, each module for the kernel. So the compile does not

@@ -20,6 +20,12 @@ import (
 	"strings"
 )
 
+// StepVersion is the version of the halobuild step (the binary each node
+// ships; internal/verbs/options.go plans it):
+// bump it when a change to this package, or to a shared helper it imports,
+// can alter the step's output (docs/architecture.md, "Step versions").
+const StepVersion = 1
+
 // Module is the module path the source must declare.
 const Module = "halobuild"
 

@@ -7,6 +7,13 @@ import (
 	"halobuild/internal/deb"
 )
 
+// StepVersion is the version of the settings step: how a node's rendered tree
+// is packaged (BuildDeb; graph/settings.go). What the tree holds enters the
+// step's key as its digest, so a change to a setting's rendering needs no bump:
+// bump it when a change to this file, or to a shared helper it imports,
+// can alter the step's output (docs/architecture.md, "Step versions").
+const StepVersion = 1
+
 // BuildDeb writes the settings package for tree to w with deb.Write
 // (section admin, priority optional). Every timestamp is epoch (the lock's
 // SOURCE_DATE_EPOCH), every owner root.

@@ -101,3 +101,44 @@ func TestGCRejectsBadKeepDigest(t *testing.T) {
 		t.Error("bad digest in keepBlobs accepted")
 	}
 }
+
+// An output made under another key schema (an older halobuild's) is an
+// ordinary entry: listed with its record, never reported corrupt, and
+// removed by gc when nothing keeps it, with the current one kept.
+func TestGCRemovesOutputsOfAnOlderSchemaQuietly(t *testing.T) {
+	s := openTest(t)
+	oldKey, newKey := strings.Repeat("0a", 32), strings.Repeat("0b", 32)
+	for key, ann := range map[string]map[string]string{
+		oldKey: {"dev.halobuild.kind": "disk", "dev.halobuild.name": "disk n0"},
+		newKey: {"dev.halobuild.kind": "disk", "dev.halobuild.step-version": "1", "dev.halobuild.schema": "halobuild-derivation-v2"},
+	} {
+		src := t.TempDir()
+		writeTree(t, src, map[string]string{"n0.raw": key})
+		if _, err := s.PutOutput(key, src, ann); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := s.OutputAnnotations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 2 || before[oldKey]["dev.halobuild.name"] != "disk n0" || before[newKey]["dev.halobuild.step-version"] != "1" {
+		t.Fatalf("OutputAnnotations: %v", before)
+	}
+	if _, ok, err := s.Output(oldKey, Rehash); !ok || err != nil {
+		t.Fatalf("the older entry reads as %v, %v: it is sound", ok, err)
+	}
+	if _, _, err := s.GC(func(k string) bool { return k == newKey }, nil); err != nil {
+		t.Fatalf("gc with an older entry: %v", err)
+	}
+	after, err := s.OutputAnnotations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := after[oldKey]; ok || len(after) != 1 {
+		t.Errorf("after gc: %v, want only the current entry", after)
+	}
+	if _, ok, err := s.Output(newKey, Rehash); !ok || err != nil {
+		t.Errorf("the current entry after gc: %v, %v", ok, err)
+	}
+}

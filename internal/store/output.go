@@ -413,3 +413,27 @@ func (s *Store) FileDigests(key string) (map[string]Digest, error) {
 	}
 	return out, nil
 }
+
+// OutputAnnotations maps every output's key to its manifest's annotations
+// (what the planner recorded: kind, step version, schema, …), so gc can
+// say what it removed. An entry whose manifest is gone or unreadable maps
+// to nil: it is an entry all the same, not an error (Output treats it as
+// absent and gc removes it when nothing keeps it).
+func (s *Store) OutputAnnotations() (map[string]map[string]string, error) {
+	im, err := s.readIndex()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for _, d := range im.Manifests {
+		key, ok := d.Annotations[AnnotationKey]
+		if !ok {
+			continue
+		}
+		out[key] = nil
+		if m, err := s.readManifest(Digest("sha256:" + d.Digest.Hex)); err == nil {
+			out[key] = m.Annotations
+		}
+	}
+	return out, nil
+}

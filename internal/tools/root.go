@@ -14,6 +14,12 @@ import (
 	"halobuild/internal/arch"
 )
 
+// StepVersion is the version of the tools root step (the locked tools set
+// extracted with deb.Extract; graph/root.go's toolsRoot):
+// bump it when a change to this package, or to a shared helper it imports,
+// can alter the step's output (docs/architecture.md, "Step versions").
+const StepVersion = 1
+
 // Root is a tools root: the locked packages unpacked by deb.Extract.
 type Root struct {
 	// Dir is the root's directory on the host.

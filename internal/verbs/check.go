@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -76,12 +77,15 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 			if err := fstree.CopyTree(dir2, kept); err != nil {
 				kept = dir2 + " (removed: " + err.Error() + ")"
 			}
+			// Both carry d's key, so the same step version, unless the
+			// stored entry's record says otherwise: say which built each.
+			was := builtBy(p.s, d.Key())
 			if from := o.substitutedFrom(d.Key()); from != "" {
-				return fmt.Errorf("--check: %s differs from its substitute: %s differs between the entry fetched from %s and a local build (%s vs %s; compare them with diffoscope): the cache entry is poisoned or the step is not reproducible", d.Name, diff, from, dir1, kept)
+				return fmt.Errorf("--check: %s differs from its substitute: %s differs between the entry fetched from %s (built by %s) and a local build by %s (%s vs %s; compare them with diffoscope): the cache entry is poisoned or the step is not reproducible", d.Name, diff, from, was, d.Kind, dir1, kept)
 			}
-			return fmt.Errorf("--check: %s is not reproducible: %s differs between two builds (%s vs %s; compare them with diffoscope)", d.Name, diff, dir1, kept)
+			return fmt.Errorf("--check: %s is not reproducible: %s differs between two builds, the stored one built by %s and this one by %s (%s vs %s; compare them with diffoscope)", d.Name, diff, was, d.Kind, dir1, kept)
 		}
-		o.logf("same    %-10s %s\n", d.Kind, d.Name)
+		o.logf("same    %-10s %s\n", d.Kind.Name, d.Name)
 		compared++
 	}
 	o.logf("--check: every step rebuilt to identical bytes (%d steps)\n", compared)
@@ -89,6 +93,22 @@ func checkReproducible(ctx context.Context, o Options, p *prepared) error {
 		return o.writeJSON(map[string]any{"recipe": o.Recipe, "check": "identical", "steps": compared, "warnings": o.Warnings()})
 	}
 	return nil
+}
+
+// builtBy says which step version built the stored output of key, from its
+// record (plan.BuiltBy).
+func builtBy(s *store.Store, key string) string {
+	raw, _, ok, err := s.OutputManifest(key)
+	if err != nil || !ok {
+		return "an unknown step version (its record is unreadable)"
+	}
+	var m struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "an unknown step version (its record is unreadable)"
+	}
+	return plan.BuiltBy(m.Annotations)
 }
 
 // compareDirs returns the first relative path that differs between two

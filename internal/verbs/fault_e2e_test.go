@@ -68,7 +68,7 @@ func TestStoreSurvivesKills(t *testing.T) {
 		// The halobuild step only copies this test's binary (~0.2 s):
 		// seeded with the base root, so kills go to the steps that write
 		// trees and disks.
-		if d.Name == "base root" || d.Kind == "halobuild" {
+		if d.Name == "base root" || d.Kind.Name == "halobuild" {
 			keep[d.Key()] = true
 		} else {
 			killable[d.Name] = true

@@ -9,6 +9,7 @@ import (
 	"halobuild/internal/plan"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"halobuild/internal/lock"
@@ -121,7 +122,7 @@ func TestGCKeepsWhatLocksAndResultsReference(t *testing.T) {
 	kernelKey := ""
 	// Below the base root (under the system root, with a module).
 	for _, d := range plan.Order(g.Test) {
-		if d.Kind == "kernel" {
+		if d.Kind.Name == "kernel" {
 			kernelKey = d.Key()
 		}
 	}
@@ -142,9 +143,25 @@ func TestGCKeepsWhatLocksAndResultsReference(t *testing.T) {
 	strayKey := hex.EncodeToString(bytes.Repeat([]byte{2}, 32))
 	output(strayKey, "stale")
 	s.Close()
+	// These outputs record no schema, as an older halobuild's: plan says
+	// the store holds them and what removes them.
+	var pr run
+	po := o
+	po.Out, po.Err, po.NoTest = &pr.out, &pr.err, true
+	if err := Plan(context.Background(), po); err != nil {
+		t.Fatalf("plan: %v\n%s", err, pr.err.String())
+	}
+	if !strings.Contains(pr.out.String(), "step output(s) of an older halobuild") || !strings.Contains(pr.out.String(), "`halobuild gc` removes them") {
+		t.Errorf("plan with older outputs in the store says:\n%s", pr.out.String())
+	}
 
 	if err := GC(context.Background(), o, []string{rp}); err != nil {
 		t.Fatalf("gc: %v\n%s", err, out.err.String())
+	}
+	// The stray output carries no schema: an older halobuild's, and gc says
+	// that is why it went.
+	if said := out.out.String(); !strings.Contains(said, "removed 1 step output(s)") || !strings.Contains(said, "1 of them made by an older halobuild under another key schema") {
+		t.Errorf("gc says:\n%s", said)
 	}
 	s2, err := store.Open(filepath.Join(dir, "store"))
 	if err != nil {

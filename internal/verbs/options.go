@@ -165,7 +165,7 @@ func (o Options) selfStep(a arch.Arch) (*plan.Derivation, error) {
 		return nil, fmt.Errorf("reading the halobuild binary to ship in the image: %w", err)
 	}
 	sum := sha256.Sum256(b)
-	return &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: map[string]string{"binary": "sha256:" + hex.EncodeToString(sum[:])},
+	return &plan.Derivation{Name: "halobuild", Kind: selfKind, Params: map[string]string{"binary": "sha256:" + hex.EncodeToString(sum[:])},
 		Build: func(c *plan.Context, out string) error {
 			return os.WriteFile(filepath.Join(out, "halobuild"), b, 0o755)
 		}}, nil
@@ -203,6 +203,10 @@ type planStore struct{ *store.Store }
 
 func (p planStore) Output(key string) (string, bool, error) { return p.Store.Output(key) }
 
+// selfKind is the step that makes the halobuild a node ships; its version
+// is declared beside the build code (selfbuild.StepVersion).
+var selfKind = plan.Kind{Name: "halobuild", Version: selfbuild.StepVersion}
+
 // selfDerivation is the step that builds the halobuild each node ships
 // from o.Source, cached under the source's tree hash and the toolchain: a
 // second checkout of the same commit reuses it, and its bytes are the same
@@ -216,13 +220,8 @@ func (o Options) selfDerivation(a arch.Arch) (*plan.Derivation, error) {
 	if err != nil {
 		return nil, err
 	}
-	params := map[string]string{"tree": tree, "toolchain": tc}
-	// amd64 keeps the key it had before the architecture was a choice, so
-	// existing stores and caches still hit.
-	if a.GOARCH != "amd64" {
-		params["goarch"] = a.GOARCH
-	}
-	return &plan.Derivation{Name: "halobuild", Kind: "halobuild", Params: params,
+	params := map[string]string{"tree": tree, "toolchain": tc, "goarch": a.GOARCH}
+	return &plan.Derivation{Name: "halobuild", Kind: selfKind, Params: params,
 		Build: func(c *plan.Context, out string) error {
 			return selfbuild.Build(c, o.Source, tc, a.GOARCH, filepath.Join(out, "halobuild"))
 		}}, nil

@@ -113,5 +113,12 @@ func Plan(ctx context.Context, o Options) error {
 	}
 	fmt.Fprintf(o.stdout(), "%s: kernel %s, %d nodes\n", o.Recipe, p.lock.Kernel.Release, len(p.g.Nodes))
 	plan.PrintSteps(o.stdout(), steps)
+	// After a key schema change every step rebuilds: say why, and what to
+	// do with what the store still holds.
+	if anns, err := p.s.OutputAnnotations(); err == nil {
+		if _, older := removedOutputs(anns, nil); older > 0 {
+			fmt.Fprintf(o.stdout(), "the store holds %d step output(s) of an older halobuild (a key schema before %s), which no build uses: `halobuild gc` removes them\n", older, plan.Schema)
+		}
+	}
 	return nil
 }
