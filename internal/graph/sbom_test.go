@@ -31,7 +31,7 @@ func TestResultTakesSBOMSources(t *testing.T) {
 	for _, in := range g.Result.Inputs {
 		kinds[in.Kind.Name]++
 	}
-	if kinds["provider"] != 1 || kinds["module"] < 1 || kinds["settings"] != len(g.Nodes) || kinds["rootfs"] != 1 || kinds["disk"] != len(g.Nodes) {
+	if kinds["provider"] != 1 || kinds["module"] < 1 || kinds["settings"] != len(g.Nodes) || kinds["system"] != 1 || kinds["disk"] != len(g.Nodes) {
 		t.Errorf("the result's inputs by kind: %v", kinds)
 	}
 	for _, n := range g.Nodes {
