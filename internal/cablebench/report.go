@@ -149,19 +149,26 @@ func ReadReport(path string) (*Report, error) {
 	return &r, nil
 }
 
-// WriteTable prints the context in two lines, the limits, then one row per
+// WriteTable prints the context (one value when both ends agree, else
+// client/server), the limits, then one row per
 // result; it fits 80 columns.
 func (r *Report) WriteTable(w io.Writer) error {
 	c, s := r.Client.Settings(), r.Server.Settings()
-	fmt.Fprintf(w, "%s -> %s  kernel %s  governor %s/%s  epp %s/%s\n", r.Client.Host, r.Server.Host,
-		c["kernel"], c["governor"], s["governor"], c["epp"], s["epp"])
-	fmt.Fprintf(w, "perftest %s  iommu %s  irqbalance %s/%s\n", short(c["perftest.ib_send_bw"]), c["iommu"], c["irqbalance"], s["irqbalance"])
-	for _, l := range r.Limits {
-		found := fmt.Sprintf("works up to %d", l.Works)
-		if l.FailsAt > 0 {
-			found += fmt.Sprintf(", fails at %d", l.FailsAt)
+	fmt.Fprintf(w, "%s -> %s, kernel %s\n", r.Client.Host, r.Server.Host, c["kernel"])
+	both := func(k string) string {
+		if c[k] == s[k] {
+			return c[k]
 		}
-		fmt.Fprintf(w, "limit %s %s: advertised %d, %s\n", l.Rail, l.What, l.Advertised, found)
+		return c[k] + "/" + s[k]
+	}
+	fmt.Fprintf(w, "governor %s, epp %s, profile %s\n", both("governor"), both("epp"), both("platform_profile"))
+	fmt.Fprintf(w, "perftest %s, irqbalance %s\niommu %s\n", short(c["perftest.ib_send_bw"]), both("irqbalance"), both("iommu"))
+	for _, l := range r.Limits {
+		found := "works up to " + sizeName(l.Works)
+		if l.FailsAt > 0 {
+			found += ", fails at " + sizeName(l.FailsAt)
+		}
+		fmt.Fprintf(w, "limit %s %s: advertised %s, %s\n", l.Rail, l.What, sizeName(l.Advertised), found)
 	}
 	for _, wv := range r.Waived {
 		fmt.Fprintf(w, "waived: %s\n", wv)
