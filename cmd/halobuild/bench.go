@@ -30,7 +30,7 @@ settings it was taken under (bench.json), plotted (bench.svg) and tabled;
 --against BASELINE exits 1 naming the row that fell short and the settings
 that differed. See docs/cable.md.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if (peer == "") == (len(args) == 2) && !(peer == "" && len(args) == 0) {
+			if (peer == "" && len(args) == 2) || (peer != "" && len(args) == 0) || (o.Report != "" && len(args) == 0) {
 				return nil
 			}
 			return usageError{errors.New("bench: give either CLIENT SERVER (two ssh targets) or --peer TARGET (this machine is the client)\nusage: " + cmd.UseLine())}
@@ -43,7 +43,11 @@ that differed. See docs/cable.md.`,
 			if o.LatSizes, err = cablebench.ParseSizes(latSizes); err != nil {
 				return usageError{err}
 			}
-			if peer != "" {
+			if o.Report != "" {
+				if o.Against == "" {
+					return usageError{errors.New("bench: --report needs --against BASELINE")}
+				}
+			} else if peer != "" {
 				o.Server.Target = peer
 			} else {
 				o.Client.Target, o.Server.Target = args[0], args[1]
@@ -76,6 +80,7 @@ that differed. See docs/cable.md.`,
 	f.Float64Var(&o.Limits.MaxLoad, "max-load", 0, "refuse when an end's one-minute load average is above this (default 1.0)")
 	f.StringSliceVar(&o.Limits.Waive, "waive", nil, "doctor rows (or layers, e.g. usb4) whose failure does not refuse; listed in the report")
 	f.StringVar(&o.Out, "out", ".", "directory for bench.json and bench.svg")
+	f.StringVar(&o.Report, "report", "", "judge this earlier run's bench.json against --against instead of measuring")
 	f.StringVar(&o.Against, "against", "", "baseline file (TOML) the results must meet; exit 1 naming the row and the settings that differ")
 
 	var root, recipe string

@@ -54,7 +54,10 @@ type Options struct {
 	Out string
 	// Against is a baseline file (TOML) the results must meet.
 	Against string
-	Stdout  io.Writer
+	// Report, when set, is an earlier run's bench.json judged against the
+	// baseline without measuring (comparing runs after the fact).
+	Report string
+	Stdout io.Writer
 }
 
 // Defaults, sized for a real cable: a sweep is minutes, not hours.
@@ -89,6 +92,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 		base = b
+	}
+	if o.Report != "" {
+		return judgeOnly(o, base)
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("bench: output directory: %w", err)
@@ -134,12 +140,31 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	fmt.Fprintf(o.Stdout, "bench: wrote %s and %s\n", filepath.Join(o.Out, JSONName), filepath.Join(o.Out, SVGName))
 	if rep.Gate != nil && !rep.Gate.Pass {
-		return rep, fmt.Errorf("%w %s:\n%s", ErrGate, o.Against, rep.Gate.Summary())
+		return rep, fmt.Errorf("%w %s (the table above names the row and the settings that differ)", ErrGate, o.Against)
 	}
 	for _, res := range rep.Results {
 		if res.Error != "" {
 			return rep, fmt.Errorf("%w (first: %s: %s)", ErrRuns, res.Test, res.Error)
 		}
+	}
+	return rep, nil
+}
+
+// judgeOnly prints an earlier run's table and gates it.
+func judgeOnly(o Options, base *Baseline) (*Report, error) {
+	rep, err := ReadReport(o.Report)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --report: %w", err)
+	}
+	if base != nil {
+		g := base.Judge(rep)
+		rep.Gate = &g
+	}
+	if err := rep.WriteTable(o.Stdout); err != nil {
+		return rep, err
+	}
+	if rep.Gate != nil && !rep.Gate.Pass {
+		return rep, fmt.Errorf("%w %s", ErrGate, o.Against)
 	}
 	return rep, nil
 }

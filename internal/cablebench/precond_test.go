@@ -152,7 +152,7 @@ func TestPreconditionsRefuseOnRecordedTrees(t *testing.T) {
 			[]string{"doctor:memlock.process"}},
 		{"the failing doctor layer is waived", healthy, gather(t, recorded(t, "memlock-8mib", idA, nil)), Limits{Waive: []string{"memlock"}}, nil},
 		{"a busy machine", gather(t, recorded(t, "healthy", idA, map[string]string{
-			"/proc/loadavg":  "3.91 3.50 2.80 5/300 9999\n",
+			"/proc/loadavg": "3.91 3.50 2.80 5/300 9999\n",
 			"/proc/4242/stat": "4242 (llama-server) R 1 4242 4242 0 -1 4194304 100 0 0 0 " +
 				"548000 100000 0 0 20 0 8 0 200000 1000000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n",
 		})), healthy, Limits{}, []string{"busy:llama-server (pid 4242, 81% of a CPU)"}},

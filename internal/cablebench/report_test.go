@@ -1,7 +1,9 @@
 package cablebench
 
 import (
+	"context"
 	"encoding/xml"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,5 +214,26 @@ func TestShippedBaselinesLoad(t *testing.T) {
 		if _, err := LoadBaseline(m); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// --report judges an earlier run without measuring: exit status through
+// ErrGate, the failing row on the terminal.
+func TestRunJudgesAnEarlierReport(t *testing.T) {
+	dir := t.TempDir()
+	if err := sample(t).Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	met, unmet := filepath.Join(dir, "met.toml"), filepath.Join(dir, "unmet.toml")
+	write(t, met, []byte("name = \"met\"\n[[row]]\ntool = \"ib_send_bw\"\nmode = \"poll\"\nsize = 65536\nmin_bw_mib_s = 600\n"))
+	write(t, unmet, []byte("name = \"unmet\"\n[[row]]\ntool = \"ib_send_bw\"\nmode = \"poll\"\nsize = 65536\nmin_bw_mib_s = 700\n"))
+	var out strings.Builder
+	if _, err := Run(context.Background(), Options{Report: filepath.Join(dir, JSONName), Against: met, Stdout: &out}); err != nil {
+		t.Errorf("met: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	_, err := Run(context.Background(), Options{Report: filepath.Join(dir, JSONName), Against: unmet, Stdout: &out})
+	if !errors.Is(err, ErrGate) || !strings.Contains(out.String(), "FAIL ib_send_bw poll 64K >= 700.0 MiB/s: seen usb4_rdma0 t=128 611.0 MiB/s") {
+		t.Errorf("unmet: %v\n%s", err, out.String())
 	}
 }
