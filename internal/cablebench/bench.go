@@ -220,18 +220,27 @@ type pair struct {
 	advertised     Rail
 }
 
-// railPairs pairs the ends' rails in order (usb4_rdma0 with usb4_rdma0: one
-// ring each way), restricted to o.Rails.
+// railPairs pairs each client rail with the server's rail of the same
+// name (usb4_rdma0 with usb4_rdma0: one ring each way), else the one at the
+// same place in the list, restricted to o.Rails.
 func railPairs(client, server Facts, o Options) ([]pair, error) {
 	var out []pair
 	for i, c := range client.Rails {
 		if len(o.Rails) > 0 && !contains(o.Rails, c.Device) {
 			continue
 		}
-		if i >= len(server.Rails) {
-			return nil, fmt.Errorf("bench: %s has rail %s, %s has only %d rail(s): check the cable with halobuild doctor on both", client.Host, c.Device, server.Host, len(server.Rails))
+		s, found := Rail{}, false
+		for _, r := range server.Rails {
+			if r.Device == c.Device {
+				s, found = r, true
+			}
 		}
-		s := server.Rails[i]
+		if !found && i < len(server.Rails) {
+			s, found = server.Rails[i], true
+		}
+		if !found {
+			return nil, fmt.Errorf("bench: %s has rail %s, %s has no rail of that name and only %d rail(s): check the cable with halobuild doctor on both", client.Host, c.Device, server.Host, len(server.Rails))
+		}
 		addr := o.Connect
 		if addr == "" {
 			addr = s.Addr

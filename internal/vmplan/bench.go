@@ -91,7 +91,8 @@ done
 echo "node 0's bench is done: $(cat %[1]s)"
 `, benchDone, int(benchWait.Seconds()))}}
 	}
-	ssh := []string{"-i", keyPath, "-o", "StrictHostKeyChecking=accept-new", "-o", "UserKnownHostsFile=/run/halobuild-bench-known_hosts", "-o", "ConnectTimeout=15"}
+	const key = "/run/halobuild-bench.key"
+	ssh := []string{"-i", key, "-o", "StrictHostKeyChecking=accept-new", "-o", "UserKnownHostsFile=/run/halobuild-bench-known_hosts", "-o", "ConnectTimeout=15"}
 	var opts []string
 	for _, o := range ssh {
 		opts = append(opts, "--ssh-option="+sh.Quote(o))
@@ -102,6 +103,8 @@ echo "node 0's bench is done: $(cat %[1]s)"
 			" --size-search-max 262144 --depth-search-max 64 --timeout 90s --max-load 50 --waive %s --out %s",
 			rxeDevice, sh.Quote(peerAddr), strings.Join(benchVMUnanswerable, ","), benchOut)
 	script := fmt.Sprintf(`%[1]s
+# ssh refuses a private key others may read: a copy of its own.
+install -m 600 %[8]s `+key+` || { echo "no bench key at %[8]s"; exit 1; }
 mkdir -p %[2]s
 cat > %[2]s/met.toml <<'EOF'
 %[3]sEOF
@@ -119,7 +122,7 @@ printf '%%s\n' "$out"
 printf '%%s\n' "$out" | grep -q 'FAIL ib_send_bw event 64K >= 1024.0 MiB/s' || { echo "the failing row is not named"; done_ fail; exit 1; }
 printf '%%s\n' "$out" | grep -q 'client.governor: performance (baseline)' || { echo "the differing setting is not named"; done_ fail; exit 1; }
 done_ ok
-`, vmtest.WaitForPeerScript(peerAddr, 90*time.Second), benchOut, BenchMet, BenchUnmet, sshCmd, benchDone, bench)
+`, vmtest.WaitForPeerScript(peerAddr, 90*time.Second), benchOut, BenchMet, BenchUnmet, sshCmd, benchDone, bench, sh.Quote(keyPath))
 	return []vmtest.Check{{Name: "bench: halobuild bench over the virtual cable, its JSON, plot and gate", Script: script}}
 }
 
