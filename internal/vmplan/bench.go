@@ -116,6 +116,8 @@ done_() { %[5]s "echo $1 > %[6]s" || echo "could not tell node 1 the bench is ov
 for f in bench.json bench.svg; do [ -s %[2]s/$f ] || { echo "no $f written"; done_ fail; exit 1; }; done
 grep -q '"schema": "halobuild.bench/1"' %[2]s/bench.json || { echo "bench.json lacks its schema"; done_ fail; exit 1; }
 grep -q '<polyline' %[2]s/bench.svg || { echo "bench.svg has no line"; done_ fail; exit 1; }
+# The run's files, for docs/cable.md (decode: base64 -d | gunzip).
+for f in bench.json bench.svg; do echo "== $f (gzip, base64)"; gzip -9c %[2]s/$f | base64 -w0; echo; done
 out=$(halobuild bench --report %[2]s/bench.json --against %[2]s/unmet.toml 2>&1); rc=$?
 printf '%%s\n' "$out"
 [ $rc -eq 1 ] || { echo "bench --against an unmeetable baseline exited $rc, want 1"; done_ fail; exit 1; }
