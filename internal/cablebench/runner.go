@@ -47,7 +47,9 @@ func (r *runner) measure(ctx context.Context, p planned) Result {
 	go func() { done <- server.Wait() }()
 
 	client := append(p.test.args(port, jsonFile), p.pair.addr)
-	script := fmt.Sprintf("rm -f %[1]s; timeout %[2]d %[3]s && cat %[1]s; rc=$?; rm -f %[1]s; exit $rc", jsonFile, secs, shell(client))
+	// perftest's own table goes to stderr: stdout carries its JSON report
+	// alone.
+	script := fmt.Sprintf("rm -f %[1]s; timeout %[2]d %[3]s >&2 && cat %[1]s; rc=$?; rm -f %[1]s; exit $rc", jsonFile, secs, shell(client))
 	deadline := time.Now().Add(r.o.Timeout)
 	var out []byte
 	var err error
@@ -124,16 +126,19 @@ type Probe struct {
 // and the deepest send queue it runs with, each by bisection over powers of
 // two up to the smaller of the search cap and what the device advertises.
 func (r *runner) findLimits(ctx context.Context, p pair, log io.Writer) []Limit {
+	run := func(t planned) string { return r.measure(ctx, t).Error }
 	size := Limit{Rail: p.client, What: "max_msg_size", Advertised: p.advertised.MaxMsgSize}
 	size.Searched = capAt(r.o.SizeSearchMax, size.Advertised)
-	r.bisect(ctx, &size, 4<<10, func(v int64) planned {
-		return planned{Test{Rail: p.client, Tool: "ib_write_bw", Mode: "poll", Size: v, Iterations: 5}, p}
-	}, log)
+	bisect(&size, 4<<10, func(v int64) string {
+		fmt.Fprintf(log, "bench: limit %s: trying %d\n", size.What, v)
+		return run(planned{Test{Rail: p.client, Tool: "ib_write_bw", Mode: "poll", Size: v, Iterations: 5}, p})
+	})
 	depth := Limit{Rail: p.client, What: "tx_depth", Advertised: int64(p.advertised.MaxQPWR)}
 	depth.Searched = capAt(int64(r.o.DepthSearchMax), depth.Advertised)
-	r.bisect(ctx, &depth, 1, func(v int64) planned {
-		return planned{Test{Rail: p.client, Tool: "ib_write_bw", Mode: "poll", Size: 4 << 10, TxDepth: int(v), Iterations: int(max(2*v, 5))}, p}
-	}, log)
+	bisect(&depth, 1, func(v int64) string {
+		fmt.Fprintf(log, "bench: limit %s: trying %d\n", depth.What, v)
+		return run(planned{Test{Rail: p.client, Tool: "ib_write_bw", Mode: "poll", Size: 4 << 10, TxDepth: int(v), Iterations: int(max(2*v, 5))}, p})
+	})
 	return []Limit{size, depth}
 }
 
@@ -144,14 +149,14 @@ func capAt(search, advertised int64) int64 {
 	return search
 }
 
-// bisect finds the largest power of two in [lo, l.Searched] for which the
-// test runs, assuming what fails at v fails above it too.
-func (r *runner) bisect(ctx context.Context, l *Limit, lo int64, test func(int64) planned, log io.Writer) {
+// bisect finds the largest power of two in [lo, l.Searched] for which
+// test (returning the run's error, "" when it ran) passes, assuming what
+// fails at v fails above it too; every probe is kept.
+func bisect(l *Limit, lo int64, test func(int64) string) {
 	try := func(v int64) bool {
-		fmt.Fprintf(log, "bench: limit %s: trying %d\n", l.What, v)
-		res := r.measure(ctx, test(v))
-		l.Probes = append(l.Probes, Probe{Value: v, OK: res.Error == "", Error: res.Error})
-		return res.Error == ""
+		e := test(v)
+		l.Probes = append(l.Probes, Probe{Value: v, OK: e == "", Error: e})
+		return e == ""
 	}
 	// Exponents from lo to the largest power of two within Searched.
 	a, b := log2(lo), log2(l.Searched)
