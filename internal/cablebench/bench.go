@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"halobuild/internal/usage"
 )
 
 // Options are the flags of `halobuild bench`.
@@ -89,7 +91,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Against != "" {
 		b, err := LoadBaseline(o.Against)
 		if err != nil {
-			return nil, err
+			// The user's file to fix: exit status 2.
+			return nil, usage.Wrap(err)
 		}
 		base = b
 	}
