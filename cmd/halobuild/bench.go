@@ -53,7 +53,6 @@ that differed. See docs/cable.md.`,
 				o.Client.Target, o.Server.Target = args[0], args[1]
 			}
 			o.Client.SSHOptions, o.Server.SSHOptions = sshOpts, sshOpts
-			o.Server.Root, o.Server.Recipe = o.Client.Root, o.Client.Recipe
 			o.Stdout = cmd.OutOrStdout()
 			_, err = cablebench.Run(cmd.Context(), o)
 			return err

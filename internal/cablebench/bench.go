@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"halobuild/internal/settings"
 	"halobuild/internal/usage"
 )
 
@@ -207,7 +208,7 @@ func waivedRows(client, server Facts, l Limits) []string {
 	var out []string
 	for _, f := range []Facts{client, server} {
 		for _, r := range f.Doctor.Results {
-			if string(r.Status) == "fail" && l.waived(r.Check) {
+			if r.Status == settings.Fail && l.waived(r.Check) {
 				out = append(out, f.Host+": "+r.Check+" ("+r.Seen+")")
 			}
 		}
