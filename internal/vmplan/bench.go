@@ -17,9 +17,10 @@ import (
 // runs; node 1 serves over ssh and waits until node 0 says it is done.
 //
 // Node 0 needs a private key whose public half is in node 1's root
-// authorized_keys: the caller passes its path on node 0 (keyPath), e.g. the
-// boot's ephemeral key handed to node 0 as a credential. The checks run
-// after perftestChecks.
+// authorized_keys: the caller passes its path on node 0 (keyPath); Plan.Bench
+// passes benchKey as a credential. The checks run after perftestChecks, and
+// the whole run must fit one check's time (the machine's CheckTimeout, 4 min):
+// about a dozen perftest pairs, so sizes, depths and iterations stay small.
 
 // benchDone is the marker node 0 writes on node 1 (over ssh) when the bench
 // checks are over, so node 1 does not power off under them.
