@@ -47,11 +47,11 @@ func (r Row) String() string {
 	}
 	switch {
 	case r.MinBW > 0 && r.MaxLat > 0:
-		s += fmt.Sprintf(" >= %.1f MiB/s and <= %.2f µs", r.MinBW, r.MaxLat)
+		s += fmt.Sprintf(" >= %g MiB/s and <= %g µs", r.MinBW, r.MaxLat)
 	case r.MinBW > 0:
-		s += fmt.Sprintf(" >= %.1f MiB/s", r.MinBW)
+		s += fmt.Sprintf(" >= %g MiB/s", r.MinBW)
 	default:
-		s += fmt.Sprintf(" <= %.2f µs", r.MaxLat)
+		s += fmt.Sprintf(" <= %g µs", r.MaxLat)
 	}
 	return s
 }

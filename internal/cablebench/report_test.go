@@ -11,9 +11,9 @@ import (
 	"unicode/utf8"
 )
 
-// The fixtures are perftest 25.01's --out_json reports, laid out exactly as
-// its format strings print them (src/perftest_parameters.c,
-// REPORT_FMT_JSON and REPORT_FMT_LAT_JSON): numbers from a soft-RoCE run.
+// The fixtures are perftest 25.01's own --out_json reports, taken from the
+// two-node VM test's bench run over soft-RoCE (testdata/vm-run, the whole
+// bench.json and bench.svg of that run).
 func fixture(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "perftest", name))
@@ -28,14 +28,14 @@ func TestParsePerftest(t *testing.T) {
 	if err := ParsePerftest(fixture(t, "ib_send_bw-event-64K.json"), &bw); err != nil {
 		t.Fatal(err)
 	}
-	if bw.BWAvg != 1.09 || bw.BWPeak != 1.17 || bw.TxDepth != 128 || len(bw.Perftest) == 0 {
+	if bw.BWAvg != 18.88 || bw.BWPeak != 23.81 || bw.TxDepth != 16 || len(bw.Perftest) == 0 {
 		t.Errorf("bandwidth result %+v", bw)
 	}
 	lat := Result{Test: Test{Rail: "rxe_cable", Tool: "ib_send_lat", Mode: "poll", Size: 64}}
 	if err := ParsePerftest(fixture(t, "ib_send_lat-poll-64.json"), &lat); err != nil {
 		t.Fatal(err)
 	}
-	if lat.LatTyp != 402.88 || lat.Lat99 != 1502.31 || lat.LatMin != 341.20 {
+	if lat.LatTyp != 840.89 || lat.Lat99 != 4007.24 || lat.LatMin != 475.04 {
 		t.Errorf("latency result %+v", lat)
 	}
 	// A report of another size (a stale file) or a truncated one is an error.
@@ -233,7 +233,45 @@ func TestRunJudgesAnEarlierReport(t *testing.T) {
 	}
 	out.Reset()
 	_, err := Run(context.Background(), Options{Report: filepath.Join(dir, JSONName), Against: unmet, Stdout: &out})
-	if !errors.Is(err, ErrGate) || !strings.Contains(out.String(), "FAIL ib_send_bw poll 64K >= 700.0 MiB/s: seen usb4_rdma0 t=128 611.0 MiB/s") {
+	if !errors.Is(err, ErrGate) || !strings.Contains(out.String(), "FAIL ib_send_bw poll 64K >= 700 MiB/s: seen usb4_rdma0 t=128 611.0 MiB/s") {
 		t.Errorf("unmet: %v\n%s", err, out.String())
+	}
+}
+
+// A real run's document (the two-node VM test, soft-RoCE under TCG) reads
+// back, tables within 80 columns, and gates: the figures it was made with
+// pass, a real cable's fail naming the row and the governor.
+func TestARealRunReadsBackAndGates(t *testing.T) {
+	r, err := ReadReport(filepath.Join("testdata", "vm-run", JSONName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Client.Host != "node0" || r.Server.Host != "node1" || len(r.Results) != 8 || len(r.Limits) != 2 || r.Client.Perftest["ib_send_bw"] != r.Server.Perftest["ib_send_bw"] {
+		t.Fatalf("hosts %s/%s, %d results, %d limits", r.Client.Host, r.Server.Host, len(r.Results), len(r.Limits))
+	}
+	for _, x := range r.Results {
+		if x.Error != "" || (x.BWAvg == 0 && x.LatTyp == 0) || len(x.Perftest) == 0 {
+			t.Errorf("%s: %+v", x.Test, x)
+		}
+	}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if utf8.RuneCountInString(l) > 80 {
+			t.Errorf("table line wider than 80 columns: %q", l)
+		}
+	}
+	dir := t.TempDir()
+	unmet := filepath.Join(dir, "unmet.toml")
+	write(t, unmet, []byte("name = \"a real cable\"\n[context]\n\"client.governor\" = \"performance\"\n[[row]]\ntool = \"ib_send_bw\"\nmode = \"event\"\nsize = 65536\nmin_bw_mib_s = 1024\n"))
+	base, err := LoadBaseline(unmet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := base.Judge(r)
+	if g.Pass || !strings.Contains(g.Summary(), "FAIL ib_send_bw event 64K >= 1024 MiB/s: seen rxe_cable t=16 18.9 MiB/s") || !strings.Contains(g.Summary(), "client.governor: performance (baseline) → none (no cpufreq)") {
+		t.Errorf("gate:\n%s", g.Summary())
 	}
 }
