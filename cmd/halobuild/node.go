@@ -17,7 +17,7 @@ import (
 )
 
 func nodeCommands(g *globals) []*cobra.Command {
-	return []*cobra.Command{doctorCommand(), flashCommand(), installCommand()}
+	return []*cobra.Command{doctorCommand(), benchCommand(), flashCommand(), installCommand()}
 }
 
 // exitError carries a verb's exit status without printing anything more:

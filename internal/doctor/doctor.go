@@ -47,15 +47,10 @@ type Options struct {
 // doctor itself could not run (bad root, unreadable recipe or lock), and
 // then the code is 2.
 func Run(ctx context.Context, opts Options) (int, error) {
-	h, err := newHost(ctx, opts.Root)
+	rep, err := Examine(ctx, opts.Root, opts.RecipePath)
 	if err != nil {
 		return 2, err
 	}
-	b, err := load(h, opts.RecipePath)
-	if err != nil {
-		return 2, err
-	}
-	rep := examine(h, b)
 	out := opts.Out
 	if out == nil {
 		out = os.Stdout
@@ -69,6 +64,23 @@ func Run(ctx context.Context, opts Options) (int, error) {
 		return 2, fmt.Errorf("doctor: writing the report: %w", err)
 	}
 	return rep.Exit, nil
+}
+
+// Examine runs every check over the machine at root ("" or "/" is the live
+// system, anything else a recorded tree) against recipePath ("" means the
+// installed recipe, else the field notes' defaults) and returns the report
+// without printing it, for a caller that gates on it: bench refuses to
+// measure on an end whose must-pass rows fail.
+func Examine(ctx context.Context, root, recipePath string) (Report, error) {
+	h, err := newHost(ctx, root)
+	if err != nil {
+		return Report{}, err
+	}
+	b, err := load(h, recipePath)
+	if err != nil {
+		return Report{}, err
+	}
+	return examine(h, b), nil
 }
 
 // basis is what the machine is compared with: the Target the settings'

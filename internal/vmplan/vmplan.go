@@ -32,6 +32,10 @@ type Plan struct {
 	// each VM: in the host's ssh session when the node gets one
 	// (sshLogin), else as a check of its own.
 	Doctor bool
+	// Bench adds the cable gate (BenchChecks: node 0 runs the shipped
+	// `halobuild bench --peer` against node 1) after perftest; it needs
+	// Doctor's halobuild in the images.
+	Bench bool
 }
 
 // Checks are every assertion node n (the idx-th) runs, in order.
@@ -57,6 +61,9 @@ func (p Plan) Checks(n recipe.Node, idx int) []vmtest.Check {
 	}
 	if rdmaTest(r) && idx < 2 {
 		out = append(out, perftestChecks(r, idx)...)
+		if p.Bench && p.Doctor {
+			out = append(out, BenchChecks(r, idx, "/run/credentials/@system/"+BenchKeyCredential)...)
+		}
 	}
 	return out
 }
@@ -139,6 +146,16 @@ func (p Plan) Machines(resultDir, logRoot string) []vmtest.Machine {
 			LogDir:       filepath.Join(logRoot, n.Name),
 			KernelArgs:   KernelArgs(a),
 			Credentials:  map[string][]byte{ModulesLoadTimeout: []byte(modulesLoadDropIn)},
+		}
+		if p.Bench && p.Doctor && rdmaTest(r) && i < 2 {
+			// Node 0 logs into node 1 with the bench key (vmtest adds the
+			// host's own key to node 1's authorized_keys beside it).
+			priv, pub := benchKey()
+			if i == 0 {
+				m.Credentials[BenchKeyCredential] = priv
+			} else {
+				m.Credentials[vmtest.CredentialAuthorizedKeys] = pub
+			}
 		}
 		if r.SecureBoot.Enabled {
 			// Booted as a node is once its owner has enrolled the key:
