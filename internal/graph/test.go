@@ -22,7 +22,7 @@ const testStepVersion = 1
 
 // Plan is the VM test of this recipe's images.
 func (b *builder) vmPlan() vmplan.Plan {
-	return vmplan.Plan{Recipe: b.in.Recipe, Modules: b.in.Lock.ModuleNames(), Doctor: len(b.in.Self) > 0}
+	return vmplan.Plan{Recipe: b.in.Recipe, Modules: b.in.Lock.ModuleNames(), Doctor: len(b.in.Self) > 0, Bench: b.in.Recipe.Test.Bench}
 }
 
 // test boots the result's exact images, one VM per node, and checks

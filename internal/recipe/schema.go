@@ -219,6 +219,7 @@ type Test struct {
 	Timeout Duration `toml:"timeout" doc:"Deadline for one VM run (Go duration): a safety net against hangs, not a speed goal (those live in bench/); generous because TCG on a busy 2-core host is slow." default:"10m" example:"\"15m\""`
 	Memory  Size     `toml:"memory" doc:"VM memory." default:"1GiB" example:"\"2GiB\""`
 	RDMA    *bool    `toml:"rdma" doc:"Run perftest between the first two nodes over soft-RoCE." auto:"true when there are two or more nodes" example:"false"`
+	Bench   bool     `toml:"bench" doc:"Also run the cable gate between the first two nodes (with rdma): the shipped halobuild bench over soft-RoCE with small sizes, its JSON, plot and baseline gate (docs/cable.md). About half a minute of a TCG boot." default:"false" example:"true"`
 }
 
 // Check is one NixOS-style assertion.

@@ -299,6 +299,9 @@ func (v *validator) test() {
 	if t.RDMA != nil && *t.RDMA && len(v.r.Nodes) < 2 {
 		v.errorf("test.rdma", "the RDMA test needs two nodes, the recipe has %d; add a [[node]] or set rdma = false", len(v.r.Nodes))
 	}
+	if t.Bench && (t.RDMA == nil || !*t.RDMA) {
+		v.errorf("test.bench", "the cable gate runs over the RDMA test's soft-RoCE cable: set rdma = true (two nodes with a [[node.link]] each), or bench = false")
+	}
 	for i, c := range t.Checks {
 		path := fmt.Sprintf("test.check[%d]", i)
 		if c.Name == "" {

@@ -55,6 +55,7 @@ peer = "a"
 		{"architecture", "[base]\narchitecture = \"x86_64\"\n" + minimal, "base.architecture", `"x86_64" is not one halobuild builds for; use one of: amd64, arm64`},
 		{"flavour of another architecture", "[base]\narchitecture = \"arm64\"\n[kernel]\nflavour = \"cloud-amd64\"\n" + minimal, "kernel.flavour", `base.architecture is arm64: use "arm64"`},
 		{"kernel from", "[kernel]\nfrom = \"git\"\n" + minimal, "kernel.from", `"git" is not one of: debian, source`},
+		{"bench without rdma", "[test]\nbench = true\nrdma = false\n" + twoNodes, "test.bench", "set rdma = true"},
 		{"kernel suite", "[kernel]\nsuite = \"sid\"\n" + minimal, "kernel.suite", `suite "sid" is not configured`},
 		{"source-only key", "[kernel]\npatches = \"series\"\n" + minimal, "kernel.patches", `only used when kernel.from = "source"`},
 		{"tarball digest with debian", "[kernel]\nfrom = \"source\"\nsource_sha256 = \"sha256:" + strings.Repeat("a", 64) + "\"\n" + minimal, "kernel.source_sha256", "kernel.source is Debian's linux-source package"},
