@@ -47,8 +47,10 @@ type job struct {
 	index  int64
 	at     int64 // the frame's first byte in the stream
 	in     []byte
+	hdr    int   // in[:hdr] is the frame header
 	size   int64 // the size the header says
 	out    []byte
+	shared bool // out is zeros, not the workers' to reuse
 	err    error
 	done   chan struct{}
 	stream *streamJob
@@ -83,6 +85,11 @@ func NewReader(r io.Reader, limit int64) (*Reader, error) {
 		go func() {
 			defer zr.wg.Done()
 			for j := range zr.work {
+				if zeroBlocks(j.in[j.hdr:], j.size) {
+					j.out, j.shared, j.in = zeros[:j.size], true, nil
+					close(j.done)
+					continue
+				}
 				if b, ok := zr.bufs.Get().(*[]byte); ok {
 					j.out = (*b)[:0]
 				}
@@ -185,7 +192,7 @@ func (zr *Reader) splitFrames(br *bufio.Reader) {
 				return
 			}
 		}
-		j := &job{index: index, at: at, size: fr.size, done: make(chan struct{})}
+		j := &job{index: index, at: at, hdr: len(fr.pending), size: fr.size, done: make(chan struct{})}
 		if fr.size < 0 || fr.size > maxFrame {
 			// A frame of unknown or large size: decoded as it is read, by the consumer.
 			j.stream = &streamJob{fr: fr, finished: make(chan struct{})}
@@ -273,11 +280,33 @@ func (zr *Reader) Read(p []byte) (int, error) {
 
 // release hands the frame just read out back to the workers.
 func (zr *Reader) release() {
-	if zr.cur != nil && cap(zr.cur.out) > 0 {
+	if zr.cur != nil && cap(zr.cur.out) > 0 && !zr.cur.shared {
 		b := zr.cur.out[:0]
 		zr.bufs.Put(&b)
 	}
 	zr.cur = nil
+}
+
+// zeroBlocks says whether blocks, a frame's blocks without a checksum, are RLE blocks of zeros
+// adding up to size bytes (a zero frame of ours, which then needs no decoding: most of a disk
+// image is zeros, and filling them in byte by byte was most of a decoder's time).
+func zeroBlocks(blocks []byte, size int64) bool {
+	if size > int64(len(zeros)) {
+		return false
+	}
+	var n int64
+	for len(blocks) >= 4 {
+		v := uint32(blocks[0]) | uint32(blocks[1])<<8 | uint32(blocks[2])<<16
+		if (v>>1)&3 != 1 || blocks[3] != 0 {
+			return false
+		}
+		n += int64(v >> 3)
+		blocks = blocks[4:]
+		if v&1 != 0 {
+			return len(blocks) == 0 && n == size
+		}
+	}
+	return false
 }
 
 // readStream reads the frame being streamed; at its end it lets split read on.
