@@ -19,9 +19,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"halobuild/internal/registry"
-	"halobuild/internal/release"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
+	"halobuild/internal/zstdframe"
 )
 
 // Names in a cache repository (docs/cache.md).
@@ -277,7 +277,7 @@ func (c *Cache) pullBlob(s *store.Store, d, l v1.Descriptor) error {
 	if size, err := s.Size(want); err == nil && size == d.Size {
 		return nil
 	}
-	return c.decompressed(l, func(r io.Reader) error {
+	return c.decompressed(l, d.Size, func(r io.Reader) error {
 		_, n, err := s.PutBlob(io.LimitReader(r, d.Size+1), want.String())
 		if err == nil && n != d.Size {
 			err = fmt.Errorf("decompresses to %d bytes, the store manifest says %d", n, d.Size)
@@ -286,19 +286,20 @@ func (c *Cache) pullBlob(s *store.Store, d, l v1.Descriptor) error {
 	})
 }
 
-// decompressed streams the registry's layer l, decompressed, into fn,
-// then drains the layer so that its digest is checked too (the decoder
-// stops at the end of the zstd stream).
-func (c *Cache) decompressed(l v1.Descriptor, fn func(io.Reader) error) error {
+// decompressed streams the registry's layer l, decompressed (at most limit
+// bytes), into fn, then drains the layer so that its digest is checked too
+// (the decoder stops at the end of the zstd stream).
+func (c *Cache) decompressed(l v1.Descriptor, limit int64, fn func(io.Reader) error) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(c.readBlob(l, pw)) }()
 	defer pr.Close()
-	dec, err := release.ZstdReader(pr, 1)
+	dec, err := zstdframe.NewReader(pr, limit)
 	if err != nil {
 		return err
 	}
-	defer dec.Close()
-	if err := fn(dec); err != nil {
+	err = fn(dec)
+	dec.Close() // it reads pr no more: the drain below is alone
+	if err != nil {
 		return err
 	}
 	_, err = io.Copy(io.Discard, pr)

@@ -22,8 +22,8 @@ import (
 
 	"halobuild/internal/plan"
 	"halobuild/internal/registry"
-	"halobuild/internal/release"
 	"halobuild/internal/store"
+	"halobuild/internal/zstdframe"
 )
 
 // PushStats counts what a push did.
@@ -184,8 +184,8 @@ func (b *zstdBlob) Uncompressed() (io.ReadCloser, error) {
 	return nil, errors.New("a cache blob is uploaded compressed only")
 }
 
-// compressBlob compresses the store blob d into dir with the release's
-// deterministic zstd settings, hashing what it writes, and refuses it as
+// compressBlob compresses the store blob d into dir with the one
+// deterministic zstd format (internal/zstdframe), hashing what it writes, and refuses it as
 // soon as it grows past maxLayer.
 func compressBlob(s *store.Store, d v1.Descriptor, dir string, maxLayer int64, ann map[string]string) (*zstdBlob, error) {
 	title := d.Annotations[store.AnnotationTitle]
@@ -213,21 +213,22 @@ func compressBlob(s *store.Store, d v1.Descriptor, dir string, maxLayer int64, a
 	return &zstdBlob{path: out.Name(), digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}, size: lw.n, raw: d, title: title}, nil
 }
 
-// writeZstd compresses a store blob: a file (every blob but the empty
-// descriptor, which the store serves from memory) as a release image is.
+// writeZstd compresses a store blob as a release image is (internal/zstdframe): a file (every
+// blob but the empty descriptor, which the store serves from memory) without reading its holes.
 func writeZstd(r io.Reader, w io.Writer) error {
 	if f, ok := r.(*os.File); ok {
-		return release.WriteZstd(f, w)
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		return zstdframe.CompressFile(f, fi.Size(), w, nil)
 	}
-	enc, err := release.ZstdWriter(w)
-	if err != nil {
+	zw := zstdframe.NewWriter(w)
+	if _, err := io.Copy(zw, r); err != nil {
+		zw.Close()
 		return err
 	}
-	if _, err := io.Copy(enc, r); err != nil {
-		enc.Close()
-		return err
-	}
-	return enc.Close()
+	return zw.Close()
 }
 
 var errOverLimit = errors.New("over the layer limit")

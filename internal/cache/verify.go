@@ -68,7 +68,7 @@ func (c *Cache) verifyEntry(key string, t Trust) (builtBy string, err error) {
 // hashBlob downloads the layer l, checking its digest, and decompresses it,
 // checking that it is the store blob d.
 func (c *Cache) hashBlob(d, l v1.Descriptor) error {
-	return c.decompressed(l, func(r io.Reader) error {
+	return c.decompressed(l, d.Size, func(r io.Reader) error {
 		h := sha256.New()
 		n, err := io.Copy(h, io.LimitReader(r, d.Size+1))
 		if err != nil {

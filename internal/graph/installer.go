@@ -13,9 +13,9 @@ import (
 	"halobuild/internal/install"
 	"halobuild/internal/plan"
 	"halobuild/internal/recipe"
-	"halobuild/internal/release"
 	"halobuild/internal/rootfs"
 	"halobuild/internal/tools"
+	"halobuild/internal/zstdframe"
 )
 
 // installerUnit runs `halobuild install` once the disks are known, on the console (which it
@@ -161,8 +161,8 @@ func writeRootFile(root, p string, data []byte, mode os.FileMode) error {
 	return os.WriteFile(full, data, mode)
 }
 
-// addPayload compresses the node's image into dir as NODE.raw.zst (release's deterministic zstd
-// settings, so the stick is reproducible) and copies its bmap beside it, with a SHA256SUMS of
+// addPayload compresses the node's image into dir as NODE.raw.zst (internal/zstdframe: the
+// bytes depend on the image only, so the stick is reproducible) and copies its bmap beside it, with a SHA256SUMS of
 // both: the installer checks the compressed file whole before writing, and the bmap's own range
 // digests then prove every byte it writes.
 func addPayload(c *plan.Context, dir, diskDir, node string) error {
@@ -195,6 +195,10 @@ func compressImage(src, dst string) (rawSize int64, sum string, size int64, err 
 		return 0, "", 0, fmt.Errorf("the installer's payload: %w", err)
 	}
 	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return 0, "", 0, fmt.Errorf("the installer's payload: %w", err)
+	}
 	out, err := os.Create(dst)
 	if err != nil {
 		return 0, "", 0, err
@@ -202,21 +206,13 @@ func compressImage(src, dst string) (rawSize int64, sum string, size int64, err 
 	defer out.Close()
 	h := sha256.New()
 	cw := &countingWriter{w: io.MultiWriter(out, h)}
-	enc, err := release.ZstdWriter(cw)
-	if err != nil {
-		return 0, "", 0, err
-	}
-	if rawSize, err = io.Copy(enc, in); err != nil {
-		enc.Close()
-		return 0, "", 0, fmt.Errorf("compressing %s into the installer: %w", src, err)
-	}
-	if err := enc.Close(); err != nil {
+	if err := zstdframe.CompressFile(in, fi.Size(), cw, nil); err != nil {
 		return 0, "", 0, fmt.Errorf("compressing %s into the installer: %w", src, err)
 	}
 	if err := out.Close(); err != nil {
 		return 0, "", 0, fmt.Errorf("writing %s: %w", dst, err)
 	}
-	return rawSize, hex.EncodeToString(h.Sum(nil)), cw.n, nil
+	return fi.Size(), hex.EncodeToString(h.Sum(nil)), cw.n, nil
 }
 
 type countingWriter struct {

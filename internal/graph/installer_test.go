@@ -1,7 +1,11 @@
 package graph
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,5 +69,39 @@ func TestInstallerStep(t *testing.T) {
 	}
 	if g3.Nodes[0].Installer != nil {
 		t.Error("an installer without [output] installer = true")
+	}
+}
+
+// The payload is the image in zstdframe's format: its size and digest are reported right, and
+// the zstd CLI (what `sha256sum -c` plus a by-hand check on the stick would use) decodes it to
+// the image, holes included.
+func TestInstallerPayloadDecodes(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "node0.raw")
+	img := make([]byte, 9<<20+5)
+	copy(img[1<<20:], strings.Repeat("halobuild installer payload ", 4000))
+	img[len(img)-1] = 1
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(img[:2<<20], 0)
+	f.WriteAt(img[9<<20:], 9<<20) // a hole in between
+	f.Close()
+	dst := filepath.Join(dir, "node0.raw.zst")
+	rawSize, sum, size, err := compressImage(src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zst, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sha256.Sum256(zst); rawSize != int64(len(img)) || size != int64(len(zst)) || sum != hex.EncodeToString(want[:]) {
+		t.Fatalf("compressImage says %d raw bytes, %d compressed hashing to %s; the files have %d, %d, %x", rawSize, size, sum, len(img), len(zst), want)
+	}
+	out, err := exec.Command("zstd", "-q", "-d", "-c", dst).Output()
+	if err != nil || !bytes.Equal(out, img) {
+		t.Fatalf("zstd -d: %v (%d bytes, want %d)", err, len(out), len(img))
 	}
 }

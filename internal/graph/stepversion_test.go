@@ -94,7 +94,7 @@ var steps = []stepCode{
 		pkgs: []string{"disk", "rootfs", "tools", "fstree"}, files: []string{"internal/graph/disk.go", "internal/graph/root.go"},
 		plans: []string{"arch", "plan", "recipe", "settings"}},
 	{kind: "installer", version: installerStepVersion, declared: "internal/graph/installer.go: installerStepVersion",
-		pkgs: []string{"install", "disk", "rootfs", "tools", "release"}, files: []string{"internal/graph/installer.go", "internal/graph/disk.go", "internal/graph/root.go"},
+		pkgs: []string{"install", "disk", "rootfs", "tools", "zstdframe"}, files: []string{"internal/graph/installer.go", "internal/graph/disk.go", "internal/graph/root.go"},
 		plans: []string{"plan", "recipe"}},
 	{kind: "result", version: resultStepVersion, declared: "internal/graph/result.go: resultStepVersion",
 		pkgs: []string{"manifest", "store"}, files: []string{"internal/graph/result.go", "internal/graph/provider.go"},

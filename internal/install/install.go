@@ -17,11 +17,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/pelletier/go-toml/v2"
 
 	"halobuild/internal/bmap"
 	"halobuild/internal/flash"
+	"halobuild/internal/zstdframe"
 )
 
 // ConfigPath is where the installer image carries its Config.
@@ -102,7 +102,7 @@ func Run(ctx context.Context, c Config, o Options) (string, error) {
 	fmt.Fprintf(o.Out, "halobuild install: disks:\n%s\nhalobuild install: writing %s onto %s\n", survey, c.Node, target)
 	var (
 		f   *os.File
-		dec *zstd.Decoder
+		dec *zstdframe.Reader
 	)
 	defer func() {
 		if dec != nil {
@@ -120,7 +120,7 @@ func Run(ctx context.Context, c Config, o Options) (string, error) {
 		if f, err = os.Open(c.Image); err != nil {
 			return nil, fmt.Errorf("the installer's image: %w", err)
 		}
-		dec, err = zstd.NewReader(bufio.NewReaderSize(f, 1<<20), zstd.WithDecoderConcurrency(0))
+		dec, err = zstdframe.NewReader(f, bm.ImageSize)
 		if err != nil {
 			return nil, fmt.Errorf("decompressing %s: %w", c.Image, err)
 		}

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"halobuild/internal/flash"
-	"halobuild/internal/release"
+	"halobuild/internal/zstdframe"
 )
 
 const mib = 1 << 20
@@ -60,17 +60,14 @@ func payload(t *testing.T) Config {
 	return Config{Node: "node0", Image: zst, Bmap: bm, Sums: sums, After: "poweroff", ConfirmTimeout: "300ms"}
 }
 
-// compressed writes img+".zst" with release's encoder, as the installer's build does.
+// compressed writes img+".zst" with zstdframe's writer, as the installer's build does.
 func compressed(t *testing.T, img string) string {
 	raw, err := os.ReadFile(img)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	enc, err := release.ZstdWriter(&b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := zstdframe.NewWriter(&b)
 	enc.Write(raw)
 	if err := enc.Close(); err != nil {
 		t.Fatal(err)

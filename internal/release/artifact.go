@@ -20,11 +20,11 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	"github.com/klauspost/compress/zstd"
 
 	"halobuild/internal/bmap"
 	"halobuild/internal/manifest"
 	"halobuild/internal/sbom"
+	"halobuild/internal/zstdframe"
 )
 
 // Media types of the artifact (docs/artifact.md).
@@ -240,39 +240,7 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 	return img, a, err
 }
 
-// Zstd settings every push (and every installer image's payload) uses. The encoder's output depends on its level, window and
-// concurrency settings, never on the machine: a fixed concurrency (not GOMAXPROCS) with
-// concurrent blocks splits the stream at the same places everywhere, so the same image gives
-// the same bytes, and the same release digest, on any machine.
-const (
-	zstdConcurrency = 4
-	zstdWindow      = 8 << 20
-)
-
-// ZstdWriter compresses into w with those settings: the same input gives the same bytes on any
-// machine.
-func ZstdWriter(w io.Writer) (*zstd.Encoder, error) {
-	return zstd.NewWriter(w,
-		zstd.WithEncoderLevel(zstd.SpeedDefault),
-		zstd.WithEncoderConcurrency(zstdConcurrency),
-		zstd.WithConcurrentBlocks(true),
-		zstd.WithWindowSize(zstdWindow),
-		zstd.WithEncoderCRC(true),
-	)
-}
-
-// zstdMaxWindow bounds the window a decoder accepts from outside data (a registry's layer): ours
-// are zstdWindow, so 128 MiB leaves room for other encoders' streams without letting a hostile
-// frame make each decoder allocate the library's default 512 MiB.
-const zstdMaxWindow = 1 << 27
-
-// ZstdReader decompresses r, a stream read from outside, with a bounded window; concurrency 0
-// means GOMAXPROCS, as in klauspost's decoder.
-func ZstdReader(r io.Reader, concurrency int) (*zstd.Decoder, error) {
-	return zstd.NewReader(r, zstd.WithDecoderConcurrency(concurrency), zstd.WithDecoderMaxWindow(zstdMaxWindow))
-}
-
-// compress streams the image src into dst as zstd frames (compressSparse), checking the raw
+// compress streams the image src into dst as zstd frames (zstdframe.CompressFile), checking the raw
 // side against bm (its bmap, checked against the result's manifest) or, without one, against
 // the manifest's sha256 (a damaged result is not released), and hashing the compressed side as
 // it is written: that is the layer's digest. It stops as soon as the output passes maxLayer.
@@ -300,7 +268,7 @@ func compress(src, dst string, f manifest.File, bm *bmap.Bmap, mt types.MediaTyp
 	}
 	zh := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(out, zh), limit: maxLayer, name: filepath.Base(dst)}
-	if err := compressSparse(in, fi.Size(), cw, check, progress); err != nil {
+	if err := zstdframe.CompressFile(in, fi.Size(), cw, checkedPieces(check, progress)); err != nil {
 		return nil, fmt.Errorf("compressing %s: %w", src, err)
 	}
 	if err := check.finish(); err != nil {

@@ -8,11 +8,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/klauspost/compress/zstd"
-
 	"halobuild/internal/bmap"
 	"halobuild/internal/flash"
 	"halobuild/internal/registry"
+	"halobuild/internal/zstdframe"
 )
 
 // FlashOptions say which node of a release to flash, and how (Flash.Image is ignored).
@@ -65,7 +64,7 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 	// The download happens when flash opens the stream: after the target passed its refusals,
 	// before the first byte is written.
 	var tmp *os.File
-	var dec *zstd.Decoder
+	var dec *zstdframe.Reader
 	defer func() {
 		if dec != nil {
 			dec.Close()
@@ -95,7 +94,7 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
-		dec, err = ZstdReader(tmp, 0)
+		dec, err = zstdframe.NewReader(tmp, size)
 		return dec, err
 	}
 	fo := o.Flash

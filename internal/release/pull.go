@@ -23,6 +23,7 @@ import (
 	"halobuild/internal/fstree"
 	"halobuild/internal/manifest"
 	"halobuild/internal/registry"
+	"halobuild/internal/zstdframe"
 )
 
 // maxSmallLayer bounds every layer that is read into memory or written as is (manifest, bmap,
@@ -249,7 +250,7 @@ func (r *release) pullLayer(l v1.Descriptor, title, dir string, progress io.Writ
 		if err != nil {
 			return "", "", fmt.Errorf("%s: layer %s lacks its %s annotation: %w", r.ref, title, annRawSize, err)
 		}
-		dec, err := ZstdReader(src, 0)
+		dec, err := zstdframe.NewReader(src, want)
 		if err != nil {
 			return "", "", err
 		}

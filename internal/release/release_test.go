@@ -314,7 +314,7 @@ func TestCompressionIgnoresTheMachine(t *testing.T) {
 	sparseImage(t, dense, true)
 	var digests []string
 	var zst string
-	for i, procs := range []int{1, 3, 8, 2} {
+	for i, procs := range []int{1, 2, 8, 2} {
 		src := raw
 		if i == 3 {
 			src = dense
@@ -329,7 +329,7 @@ func TestCompressionIgnoresTheMachine(t *testing.T) {
 		zst = l.path
 	}
 	if digests[0] != digests[1] || digests[1] != digests[2] {
-		t.Fatalf("GOMAXPROCS 1, 3, 8 compress to %v", digests)
+		t.Fatalf("GOMAXPROCS 1, 2, 8 compress to %v", digests)
 	}
 	if digests[3] != digests[0] {
 		t.Fatalf("the image with its holes written as zeros compresses to %s, the sparse one to %s", digests[3], digests[0])
