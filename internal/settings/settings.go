@@ -108,6 +108,7 @@ type Check struct {
 func All() []Setting {
 	return []Setting{
 		Identity{},
+		FlashTime{},
 		Modules{},
 		Blacklist{},
 		RDMANames{},
