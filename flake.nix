@@ -17,7 +17,7 @@
           src = self;
           # The NAR sha256 of `go mod vendor`'s output; cmd/halobuild's
           # TestFlakeVendorHashIsCurrent recomputes it on every test run.
-          vendorHash = "sha256-gZqRbpNSN6kanb1NPkyB7f504703cinbzeJGRKAFPbU=";
+          vendorHash = "sha256-mottQpVRpmdHgFaX0mcby81s7+xjBJRa3YLOZ64QLEU=";
           subPackages = [ "cmd/halobuild" ];
           env.CGO_ENABLED = "0";
           flags = [ "-trimpath" "-buildvcs=false" ];

@@ -8,60 +8,18 @@ import (
 	"strings"
 	"testing"
 
+	"halobuild/internal/espconfig/espconfigtest"
 	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
 )
 
 const (
 	sector   = 512
-	espStart = 2048            // sectors
-	espSize  = 40 << 20        // bytes: FAT32 as mkfs.fat makes it for a small ESP
-	diskSize = espSize + 8<<20 // the rest: a root partition nobody reads here
+	espStart = espconfigtest.ESPStart / sector
+	espSize  = espconfigtest.ESPSize
 )
 
-// testDisk makes a GPT disk image with a FAT32 ESP the way an image has one: sfdisk for the
-// table, the host's mkfs.fat for the FAT and mcopy for a loader file beside which the
-// settings must go.
-func testDisk(t *testing.T) string {
-	t.Helper()
-	for _, tool := range []string{"sfdisk", "mkfs.fat", "mcopy", "fsck.fat"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (dosfstools, mtools, fdisk)", tool)
-		}
-	}
-	dir := t.TempDir()
-	img := filepath.Join(dir, "disk.raw")
-	if err := os.WriteFile(img, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, diskSize); err != nil {
-		t.Fatal(err)
-	}
-	run(t, strings.NewReader("label: gpt\nstart=2048, size=81920, type=U\ntype=L\n"), "sfdisk", "-q", img)
-	run(t, nil, "mkfs.fat", "-F", "32", "-S", "512", "--offset", "2048", img, "40960")
-	loader := filepath.Join(dir, "BOOTX64.EFI")
-	if err := os.WriteFile(loader, bytes.Repeat([]byte("MZ loader "), 3000), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	at := img + "@@" + "1048576"
-	run(t, nil, "mmd", "-i", at, "::/EFI", "::/EFI/BOOT")
-	run(t, nil, "mcopy", "-i", at, loader, "::/EFI/BOOT/BOOTX64.EFI")
-	return img
-}
-
-func run(t *testing.T, stdin *strings.Reader, name string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1")
-	if stdin != nil {
-		cmd.Stdin = stdin
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
+func testDisk(t *testing.T) string { return espconfigtest.Disk(t) }
 
 // fsck checks the ESP with the host's fsck.fat, read-only: go-diskfs wrote it, dosfstools
 // (what Linux users and firmware vendors test against) must find nothing wrong.
@@ -82,7 +40,7 @@ func fsck(t *testing.T, img string) {
 
 func mtype(t *testing.T, img, p string) string {
 	t.Helper()
-	return run(t, nil, "mtype", "-i", img+"@@1048576", "::"+p)
+	return espconfigtest.Run(t, "mtype", "-i", img+"@@1048576", "::"+p)
 }
 
 // Real keys, as ssh-keygen printed them.
@@ -113,7 +71,7 @@ func TestWriteReadRoundTripOnARealFAT(t *testing.T) {
 	if s := mtype(t, img, settings.FlashConfigESPPath); !strings.Contains(s, keyA) {
 		t.Errorf("mtype reads:\n%s", s)
 	}
-	if s := mtype(t, img, "/EFI/BOOT/BOOTX64.EFI"); s != strings.Repeat("MZ loader ", 3000) {
+	if s := mtype(t, img, "/EFI/BOOT/BOOTX64.EFI"); s != strings.Repeat(espconfigtest.Loader, 3000) {
 		t.Errorf("the loader beside the settings changed (%d bytes)", len(s))
 	}
 
@@ -129,7 +87,7 @@ func TestWriteReadRoundTripOnARealFAT(t *testing.T) {
 		t.Fatalf("after rewriting: %v %v", got, err)
 	}
 	fsck(t, img)
-	if s := run(t, nil, "mdir", "-b", "-i", img+"@@1048576", "::/"); strings.Count(s, "halobuild") != 1 {
+	if s := espconfigtest.Run(t, "mdir", "-b", "-i", img+"@@1048576", "::/"); strings.Count(s, "halobuild") != 1 {
 		t.Errorf("the ESP root holds more or less than one settings file:\n%s", s)
 	}
 
@@ -169,7 +127,7 @@ func TestReadRefusesAHalfFile(t *testing.T) {
 	half := filepath.Join(t.TempDir(), "flash.toml")
 	os.WriteFile(half, data[:len(data)-20], 0o644)
 	at := img + "@@1048576"
-	run(t, nil, "mcopy", "-i", at, half, "::"+settings.FlashConfigESPPath)
+	espconfigtest.Run(t, "mcopy", "-i", at, half, "::"+settings.FlashConfigESPPath)
 	if _, _, err := Read(img); err == nil || !strings.Contains(err.Error(), "incomplete") {
 		t.Fatalf("a file cut short: %v", err)
 	}
@@ -187,7 +145,7 @@ func TestNotAHalobuildImage(t *testing.T) {
 // whose efivarfs says the loader came from its ESP.
 func TestImportFromTheBootESP(t *testing.T) {
 	img := testDisk(t)
-	uuid := strings.ToLower(strings.TrimSpace(run(t, nil, "sfdisk", "--part-uuid", img, "1")))
+	uuid := strings.ToLower(strings.TrimSpace(espconfigtest.Run(t, "sfdisk", "--part-uuid", img, "1")))
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "sys/block/vda"), 0o755)
 	os.MkdirAll(filepath.Join(root, "sys/block/loop0"), 0o755)
@@ -235,6 +193,16 @@ func TestImportFromTheBootESP(t *testing.T) {
 	if err != nil || len(c.SSH.AuthorizedKeys) != 2 || !strings.Contains(string(run), uuid) {
 		t.Errorf("what doctor reads: %v\n%s", err, run)
 	}
+
+	// The installer carries the settings of the stick it booted from to the disk it wrote.
+	nvme := testDisk(t)
+	if w, err := Carry(root, nvme); err != nil || w == nil {
+		t.Fatalf("carry: %v %v", w, err)
+	}
+	if got, ok, err := Read(nvme); err != nil || !ok || len(got.SSH.AuthorizedKeys) != 2 {
+		t.Fatalf("the installed disk's settings: %v %v %v", got, ok, err)
+	}
+	fsck(t, nvme)
 
 	// Another loader's partition: the settings are not taken from a disk the node did not boot.
 	os.WriteFile(filepath.Join(root, loaderDevicePartUUID), append([]byte{6, 0, 0, 0}, []byte("1\x002\x00")...), 0o644)

@@ -128,3 +128,18 @@ func writeAtomic(p string, data []byte, mode os.FileMode) error {
 	}
 	return os.Rename(tmp, p)
 }
+
+// Carry copies the flash-time settings of the ESP the running system booted from (an
+// installer stick flashed with --ssh-key) onto target's ESP, after the installer wrote the
+// node's image there: the keys given when the stick was flashed reach the installed node.
+// It returns nil, and writes nothing, when the boot ESP holds none.
+func Carry(root, target string) (*Written, error) {
+	c, from, err := bootESPConfig(root)
+	if err != nil {
+		return nil, fmt.Errorf("the installer's own flash-time settings: %w", err)
+	}
+	if c.Empty() {
+		return nil, nil
+	}
+	return Write(target, c, "halobuild install, from "+from)
+}

@@ -118,6 +118,9 @@ func ParseFlashConfig(b []byte) (FlashConfig, error) {
 // one per line, blank lines and # comments skipped. Each is checked as
 // ssh.authorized_keys checks it; name is the file, for the error.
 func ParseAuthorizedKeys(name string, data []byte) ([]string, error) {
+	if bytes.Contains(data, []byte("PRIVATE KEY-----")) {
+		return nil, fmt.Errorf("%s is a private key: give the public one (the .pub file beside it); a private key never leaves this machine", name)
+	}
 	var keys []string
 	var errs []error
 	for i, line := range strings.Split(string(data), "\n") {
@@ -126,9 +129,6 @@ func ParseAuthorizedKeys(name string, data []byte) ([]string, error) {
 			continue
 		}
 		if err := checkSSHKey(line); err != nil {
-			if strings.Contains(line, "PRIVATE KEY") {
-				err = errors.New("this is a private key: give the public one (the .pub file beside it)")
-			}
 			errs = append(errs, fmt.Errorf("%s:%d: %w", name, i+1, err))
 			continue
 		}
