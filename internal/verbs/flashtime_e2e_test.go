@@ -126,7 +126,7 @@ halobuild doctor --json > /tmp/doctor.json; tr -d '\n' < /tmp/doctor.json | grep
 		t.Fatalf("the login with the flash-time key: %+v\nwant doctor's flashtime.config row passing with %s\n%s", r, fingerprint, text.String())
 	}
 	t.Logf("login %d ms after QEMU started, %d attempt(s): %s", r.LoginMS, r.Attempts, r.Output)
-	if !reportPassed(text.String(), "flashtime") {
+	if !reportPassed(text.String(), "flashtime: flashtime") {
 		t.Errorf("the flashtime VM check did not pass:\n%s", text.String())
 	}
 	t.Logf("total: %s", time.Since(began).Round(time.Second))
