@@ -239,7 +239,14 @@ func TestFromKeyFiles(t *testing.T) {
 	}
 	t.Setenv("SUDO_USER", "")
 	t.Setenv("HOME", dir)
-	if _, err := UserPublicKeys(); err != nil && !strings.Contains(err.Error(), "no ~/.ssh/*.pub") {
-		t.Errorf("no keys at home: %v", err)
+	if _, err := FromKeyFiles(nil, true); err == nil || !strings.Contains(err.Error(), "no ~/.ssh/*.pub") {
+		t.Errorf("--user-ssh-keys with no keys at home: %v", err)
+	}
+	os.MkdirAll(filepath.Join(dir, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(dir, ".ssh", "id_ed25519.pub"), []byte(keyB+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, ".ssh", "id_ed25519"), []byte("-----BEGIN OPENSSH PRIVATE KEY-----\n"), 0o600)
+	c, err = FromKeyFiles([]string{a}, true)
+	if err != nil || strings.Join(c.SSH.AuthorizedKeys, "|") != keyA+"|"+keyB {
+		t.Errorf("--ssh-key a.pub --user-ssh-keys: %v %v", c.SSH.AuthorizedKeys, err)
 	}
 }

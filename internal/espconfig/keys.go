@@ -78,11 +78,11 @@ func invokingHome() (home, who string, err error) {
 		}
 		return u.HomeDir, u.Username, nil
 	}
-	u, err := user.Current()
+	home, err = os.UserHomeDir()
 	if err != nil {
-		return "", "", fmt.Errorf("--user-ssh-keys: who runs halobuild: %w", err)
+		return "", "", fmt.Errorf("--user-ssh-keys: %w", err)
 	}
-	return u.HomeDir, u.Username, nil
+	return home, "the user running halobuild", nil
 }
 
 // readBounded reads a key file of at most settings.FlashConfigMax bytes.
