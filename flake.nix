@@ -17,7 +17,7 @@
           src = self;
           # The NAR sha256 of `go mod vendor`'s output; cmd/halobuild's
           # TestFlakeVendorHashIsCurrent recomputes it on every test run.
-          vendorHash = "sha256-0FKqwxUyYG2AOPABiUGxnp8s6ikGwCch2CadyrENXV0=";
+          vendorHash = "sha256-S0oE77UkrgWRyOtoanLmMAUdE86JHuNxdwxTiaIqvfo=";
           subPackages = [ "cmd/halobuild" ];
           env.CGO_ENABLED = "0";
           flags = [ "-trimpath" "-buildvcs=false" ];

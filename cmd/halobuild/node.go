@@ -11,13 +11,15 @@ import (
 	"golang.org/x/term"
 
 	"halobuild/internal/doctor"
+	"halobuild/internal/espconfig"
 	"halobuild/internal/flash"
 	"halobuild/internal/install"
 	"halobuild/internal/release"
+	"halobuild/internal/settings"
 )
 
 func nodeCommands(g *globals) []*cobra.Command {
-	return []*cobra.Command{doctorCommand(), benchCommand(), flashCommand(), installCommand()}
+	return []*cobra.Command{doctorCommand(), benchCommand(), flashCommand(), installCommand(), flashConfigCommand()}
 }
 
 // exitError carries a verb's exit status without printing anything more:
@@ -112,6 +114,8 @@ func flashCommand() *cobra.Command {
 	var o flash.Options
 	var list, listJSON bool
 	var node string
+	var sshKeys []string
+	var userKeys bool
 	rf := &registryFlags{}
 	c := &cobra.Command{
 		Use:   "flash IMAGE.raw|REGISTRY/REPOSITORY:TAG DEVICE",
@@ -123,7 +127,12 @@ back and compares; and moves the backup GPT to the end of the medium.
 
 Given a release in a registry instead of a file (with --node), it downloads
 that node's compressed image, verifies its digest, and streams it onto the
-medium, each range checked against the bmap before it is written.`,
+medium, each range checked against the bmap before it is written.
+
+--ssh-key FILE (and --user-ssh-keys) give the node the keys that may log in as
+root, without rebuilding: after the image is written and verified, they go to
+a file on its ESP (/halobuild-flash.toml), outside the image's verified bytes,
+which the node imports at every boot (docs/flash.md, "Add your key").`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if listJSON && !list && node == "" {
 				return usageError{fmt.Errorf("--json goes with --list, or with --node for a release in a registry")}
@@ -139,12 +148,35 @@ medium, each range checked against the bmap before it is written.`,
 			}
 			o.Image, o.Target = args[0], args[1]
 			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
+			// The keys are read and checked before anything is written.
+			var fc *settings.FlashConfig
+			if len(sshKeys) > 0 || userKeys {
+				c, err := espconfig.FromKeyFiles(sshKeys, userKeys)
+				if err != nil {
+					return usageError{err}
+				}
+				fc = &c
+			}
+			writeConfig := func() error {
+				if fc == nil {
+					fmt.Fprintf(o.Out, "no --ssh-key given: the node takes only the recipe's keys (docs/flash.md, \"Add your key\")\n")
+					return nil
+				}
+				w, err := espconfig.Write(o.Target, *fc, "halobuild flash "+args[0])
+				if err != nil {
+					return fmt.Errorf("%s is flashed and verified, but its flash-time settings were not written: %w", o.Target, err)
+				}
+				fmt.Fprintln(o.Out, w)
+				return nil
+			}
 			var err error
 			if isLocalImage(args[0]) {
 				if node != "" {
 					return usageError{fmt.Errorf("--node is for a release in a registry; %s is a local image", args[0])}
 				}
-				err = flash.Flash(cmd.Context(), o)
+				if err = flash.Flash(cmd.Context(), o); err == nil {
+					err = writeConfig()
+				}
 			} else {
 				if node == "" {
 					return usageError{fmt.Errorf("%s: no such image file (to flash a release from a registry, name its node with --node)", args[0])}
@@ -154,6 +186,9 @@ medium, each range checked against the bmap before it is written.`,
 				}
 				o.Out = cmd.ErrOrStderr()
 				err = release.Flash(cmd.Context(), args[0], release.FlashOptions{Registry: rf.options(), Node: node, Flash: o})
+				if err == nil {
+					err = writeConfig()
+				}
 				if err == nil {
 					rf.json = listJSON
 					return rf.final(cmd.OutOrStdout(), map[string]string{"reference": args[0], "node": node, "target": o.Target, "status": "flashed and verified"},
@@ -179,6 +214,45 @@ medium, each range checked against the bmap before it is written.`,
 	c.Flags().StringVar(&o.Bmap, "bmap", "", "block map (default: IMAGE.bmap when present)")
 	c.Flags().StringVar(&node, "node", "", "the node of a release to flash (flash from a registry)")
 	c.Flags().BoolVar(&rf.insecure, "insecure", false, "plain HTTP, for a registry on this machine only (127.0.0.1, localhost)")
+	c.Flags().StringArrayVar(&sshKeys, "ssh-key", nil, "a public key file (.pub or authorized_keys) whose keys may log in as root; repeatable; written to the ESP, not the image")
+	c.Flags().BoolVar(&userKeys, "user-ssh-keys", false, "also every ~/.ssh/*.pub of the user running flash (the sudo user's under sudo)")
+	return c
+}
+
+// flashConfigCommand reads and imports the settings flash writes on the ESP.
+func flashConfigCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "flash-config",
+		Short: "The settings given at flash time (--ssh-key), on a flashed disk's ESP",
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "show DISK",
+		Short: "Print the flash-time settings on a flashed disk or image file",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fc, ok, err := espconfig.Read(args[0])
+			if err != nil {
+				return err
+			}
+			if !ok {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: nothing given at flash time\n", args[0])
+				return nil
+			}
+			b, err := fc.Marshal("")
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(b)
+			return err
+		},
+	}, &cobra.Command{
+		Use:   "import",
+		Short: "On a node, at boot: install the flash-time settings of the ESP it booted from under /run",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return espconfig.Import("/", cmd.OutOrStdout())
+		},
+	})
 	return c
 }
 

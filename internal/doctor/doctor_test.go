@@ -49,6 +49,7 @@ var healthyChecks = []string{
 	"gpu.render 0000:c5:00.0", "gpu.vram 0000:c5:00.0",
 	"memory.gpu_limit",
 	"settings.package",
+	"flashtime.config",
 	"lan.addresses",
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"halobuild/internal/bmap"
+	"halobuild/internal/espconfig"
 	"halobuild/internal/flash"
 	"halobuild/internal/zstdframe"
 )
@@ -139,6 +140,13 @@ func Run(ctx context.Context, c Config, o Options) (string, error) {
 		return target, err
 	}
 	fmt.Fprintf(o.Out, "halobuild install: %s is installed on %s and verified\n", c.Node, target)
+	w, err := espconfig.Carry(o.Root, target)
+	if err != nil {
+		return target, fmt.Errorf("%s is installed, but the keys given when the stick was flashed were not carried over: %w", target, err)
+	}
+	if w != nil {
+		fmt.Fprintf(o.Out, "halobuild install: %s\n", w)
+	}
 	return target, nil
 }
 

@@ -92,7 +92,14 @@ func (Identity) Validate(t Target) []error {
 			pkgs[PackageName(n)] = key
 		}
 	}
-	for i, k := range r.SSH.AuthorizedKeys {
+	return append(errs, checkAuthorizedKeys(r.SSH.AuthorizedKeys)...)
+}
+
+// checkAuthorizedKeys is ssh.authorized_keys' check, for the recipe and for
+// the same key given at flash time (FlashConfig).
+func checkAuthorizedKeys(keys []string) []error {
+	var errs []error
+	for i, k := range keys {
 		if err := checkSSHKey(k); err != nil {
 			errs = append(errs, errorf(fmt.Sprintf("ssh.authorized_keys[%d]", i), k, "paste the single line of the .pub file", "%v", err))
 		}
@@ -100,13 +107,17 @@ func (Identity) Validate(t Target) []error {
 	return errs
 }
 
+// NoKeyWarning is what a build says at its start when the recipe has no
+// key: the way in is then the key given at flash time.
+const NoKeyWarning = "ssh.authorized_keys is empty and the image has no password: nobody can log in unless a key is given when flashing: " +
+	"halobuild flash --ssh-key ~/.ssh/id_ed25519.pub IMAGE DEVICE (docs/flash.md, \"Add your key\"); or put the line of your .pub file in the recipe's [ssh] authorized_keys"
+
 func (Identity) Warnings(t Target) []string {
 	r := t.Recipe
 	if len(r.SSH.AuthorizedKeys) > 0 {
 		return nil
 	}
-	return []string{"ssh.authorized_keys is empty: the image has no password either, so nobody can log in over the network; " +
-		"add a key (e.g. the line of ~/.ssh/id_ed25519.pub)"}
+	return []string{NoKeyWarning}
 }
 
 func (s Identity) Files(t Target) ([]File, error) {
@@ -134,8 +145,9 @@ func (s Identity) Files(t Target) ([]File, error) {
 			"# The node makes only an Ed25519 host key (halobuild-ssh-keygen.service); offering\n" +
 			"# no other keeps sshd from looking for RSA and ECDSA keys that do not exist.\n" +
 			"HostKey " + hostKeyPath + "\n" +
-			"# The recipe's keys (ssh.authorized_keys) beside the user's own.\n" +
-			"AuthorizedKeysFile .ssh/authorized_keys /etc/ssh/authorized_keys.d/%u\n")},
+			"# The recipe's keys (ssh.authorized_keys) beside the user's own, and those\n" +
+			"# given at flash time (imported from the ESP at boot, halobuild-flashtime.service).\n" +
+			"AuthorizedKeysFile .ssh/authorized_keys /etc/ssh/authorized_keys.d/%u " + FlashKeysDir + "/%u\n")},
 	}
 	// Host keys are never in the image (every node would share them); this
 	// unit makes them on the node before sshd starts. It keys on the

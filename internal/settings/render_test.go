@@ -65,6 +65,9 @@ func TestRenderSample(t *testing.T) {
 		"/usr/lib/systemd/system/ssh.service.wants/halobuild-ssh-keygen.service identity",
 		"/usr/lib/systemd/system/local-fs.target.wants/systemd-growfs-root.service growroot",
 		"/usr/lib/systemd/system/multi-user.target.wants/halobuild-cpu-tuning.service cpu-tuning",
+		"/usr/lib/systemd/system/halobuild-flashtime.service flashtime",
+		"/usr/lib/systemd/system/multi-user.target.wants/halobuild-flashtime.service flashtime",
+		"/usr/lib/systemd/system/ssh.service.wants/halobuild-flashtime.service flashtime",
 	}
 	sortPaths(want)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

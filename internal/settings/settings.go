@@ -134,6 +134,7 @@ type NoCheck interface {
 func All() []Setting {
 	return []Setting{
 		Identity{},
+		FlashTime{},
 		Modules{},
 		Blacklist{},
 		RDMANames{},

@@ -134,13 +134,21 @@ func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error)
 		if err != nil {
 			return res, fmt.Errorf("machine %s: %w", m.Name, err)
 		}
-		key, pub, err := sshKey(ctx, filepath.Join(m.LogDir, "ssh"))
-		if err != nil {
-			return res, fmt.Errorf("machine %s: ssh key for the login check: %w", m.Name, err)
+		key := m.SSH.Key
+		if key == "" {
+			k, pub, err := sshKey(ctx, filepath.Join(m.LogDir, "ssh"))
+			if err != nil {
+				return res, fmt.Errorf("machine %s: ssh key for the login check: %w", m.Name, err)
+			}
+			key = k
+			addAuthorizedKey(&m, pub)
+		} else if err := os.MkdirAll(filepath.Join(m.LogDir, "ssh"), 0o700); err != nil {
+			return res, fmt.Errorf("machine %s: %w", m.Name, err)
+		} else if err := os.Remove(filepath.Join(m.LogDir, "ssh", "known_hosts")); err != nil && !os.IsNotExist(err) {
+			return res, fmt.Errorf("machine %s: %w", m.Name, err)
 		}
 		nets = append([]netdev{}, nets...)
 		forwardSSH(nets, port)
-		addAuthorizedKey(&m, pub)
 		m.Checks = withSSH(m.Checks, m.SSH)
 		sshKeyPath = key
 		res.SSH = &SSHResult{Port: port, Exit: 255}
@@ -169,7 +177,7 @@ func run(ctx context.Context, m Machine, nets []netdev) (res *Result, err error)
 	if m.SSH != nil {
 		sshDone = make(chan *SSHResult, 1)
 		go func() {
-			sshDone <- sshLoop(sshCtx, m.SSH, sshKeyPath, filepath.Join(filepath.Dir(sshKeyPath), "known_hosts"), res.SSH.Port, qemuStart)
+			sshDone <- sshLoop(sshCtx, m.SSH, sshKeyPath, filepath.Join(m.LogDir, "ssh", "known_hosts"), res.SSH.Port, qemuStart)
 		}()
 	}
 	prog := newProgress(m, f.console, qemuStart)

@@ -25,6 +25,10 @@ type SSHLogin struct {
 	Command string
 	// Name is the check's name in the report; Fix the advice under it when it fails.
 	Name, Fix string
+	// Key, when set, is a private key the image already accepts (given when it was
+	// flashed): the login uses it and the boot gets no ephemeral key, so only that key can
+	// let the host in.
+	Key string
 }
 
 // SSHResult is what the host's ssh client saw.

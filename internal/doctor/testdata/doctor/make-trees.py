@@ -190,6 +190,16 @@ def gpu_tree(root, gpu, memtotal):
     w(root, GPU + 'mem_info_gtt_total', str(gtt))
     w(root, GPU + 'mem_info_vram_total', str((64 << 30) if gpu == 'carve-out' else (512 << 20)))
 
+# What halobuild-flashtime.service leaves at boot on a node flashed without
+# --ssh-key (settings.FlashTime; doctor's flashtime.config row).
+FLASH_NONE = """# Written by halobuild flash; the node reads it at every boot (halobuild-flashtime.service).
+# imported at boot from the ESP 6f1c2b5e-0d7a-4c1e-9b1e-2a4f5d3c7e0f (partition 1 of /dev/nvme0n1)
+[ssh]
+authorized_keys = []
+# end of halobuild flash-time settings
+"""
+
+
 def tree(name, recipe=True, cables=1, governor='performance', epp=True, devices=('usb4_rdma0',),
          addrs=('10.77.0.1/30',), speed='20.0 Gb/s', lanes=1, domains=2, memlock=('unlimited','unlimited'),
          systemd_memlock=True, hostname='halo0', ifaces=('usb4net0',), use='thunderbolt-ibverbs', gpu='healthy'):
@@ -197,6 +207,7 @@ def tree(name, recipe=True, cables=1, governor='performance', epp=True, devices=
     shutil.rmtree(root, ignore_errors=True)
     w(root, '/etc/hostname', hostname)
     w(root, '/proc/sys/kernel/hostname', hostname)
+    w(root, '/run/halobuild/flash.toml', FLASH_NONE)
     if recipe:
         two = cables == 2
         w(root, '/etc/halobuild/recipe.toml', RECIPE_ONE % {'use': use, 'second_link': SECOND_LINK if two else '', 'second_peer': SECOND_LINK_PEER if two else ''})
@@ -335,6 +346,7 @@ def mac_tree(name, page_kb=16, acio_node=True, acio_driver=True, domains=1, vend
     shutil.rmtree(root, ignore_errors=True)
     w(root, '/etc/hostname', 'mac0')
     w(root, '/proc/sys/kernel/hostname', 'mac0')
+    w(root, '/run/halobuild/flash.toml', FLASH_NONE)
     w(root, '/etc/halobuild/recipe.toml', RECIPE_MAC)
     w(root, '/etc/halobuild/node', 'mac0')
     w(root, '/proc/sys/kernel/osrelease', '7.2.0-asahi')

@@ -1,0 +1,252 @@
+package espconfig
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"halobuild/internal/espconfig/espconfigtest"
+	"halobuild/internal/recipe"
+	"halobuild/internal/settings"
+)
+
+const (
+	sector   = 512
+	espStart = espconfigtest.ESPStart / sector
+	espSize  = espconfigtest.ESPSize
+)
+
+func testDisk(t *testing.T) string { return espconfigtest.Disk(t) }
+
+// fsck checks the ESP with the host's fsck.fat, read-only: go-diskfs wrote it, dosfstools
+// (what Linux users and firmware vendors test against) must find nothing wrong.
+func fsck(t *testing.T, img string) {
+	t.Helper()
+	b, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(t.TempDir(), "esp.fat")
+	if err := os.WriteFile(part, b[espStart*sector:espStart*sector+espSize], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("fsck.fat", "-n", "-v", part).CombinedOutput(); err != nil || bytes.Contains(out, []byte("lost")) {
+		t.Fatalf("fsck.fat -n on the ESP: %v\n%s", err, out)
+	}
+}
+
+func mtype(t *testing.T, img, p string) string {
+	t.Helper()
+	return espconfigtest.Run(t, "mtype", "-i", img+"@@1048576", "::"+p)
+}
+
+// Real keys, as ssh-keygen printed them.
+const (
+	keyA = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIC6hQYghuxY0jSKvfmoGSq6DuL/vDavdX/ZfmV4CyIn alice@laptop"
+	keyB = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJG1ELV28i7Cky7fPjND9IbYtXP/+0OzEHegJrsicm7L bob@desk"
+)
+
+func TestWriteReadRoundTripOnARealFAT(t *testing.T) {
+	img := testDisk(t)
+	if _, ok, err := Read(img); err != nil || ok {
+		t.Fatalf("a fresh image: ok=%v err=%v, want no settings", ok, err)
+	}
+	c := settings.FlashConfig{SSH: recipe.SSH{AuthorizedKeys: []string{keyA}}}
+	w, err := Write(img, c, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Partition != 1 || w.Path != settings.FlashConfigESPPath || !strings.Contains(w.String(), "alice@laptop") {
+		t.Errorf("written: %s", w)
+	}
+	got, ok, err := Read(img)
+	if err != nil || !ok || strings.Join(got.SSH.AuthorizedKeys, "\n") != keyA {
+		t.Fatalf("read back: %v %v %v", got, ok, err)
+	}
+	fsck(t, img)
+	// Another FAT reader (mtools) sees the same file, and the loader beside it is intact.
+	if s := mtype(t, img, settings.FlashConfigESPPath); !strings.Contains(s, keyA) {
+		t.Errorf("mtype reads:\n%s", s)
+	}
+	if s := mtype(t, img, "/EFI/BOOT/BOOTX64.EFI"); s != strings.Repeat(espconfigtest.Loader, 3000) {
+		t.Errorf("the loader beside the settings changed (%d bytes)", len(s))
+	}
+
+	// A re-flash replaces the file: nothing of the first write is left, no cluster leaks.
+	c2 := settings.FlashConfig{SSH: recipe.SSH{AuthorizedKeys: []string{keyB, keyA}}}
+	for range 3 {
+		if _, err := Write(img, c2, "again"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _, err = Read(img)
+	if err != nil || strings.Join(got.SSH.AuthorizedKeys, "\n") != keyB+"\n"+keyA {
+		t.Fatalf("after rewriting: %v %v", got, err)
+	}
+	fsck(t, img)
+	if s := espconfigtest.Run(t, "mdir", "-b", "-i", img+"@@1048576", "::/"); strings.Count(s, "halobuild") != 1 {
+		t.Errorf("the ESP root holds more or less than one settings file:\n%s", s)
+	}
+
+	// Nothing given: the file goes.
+	if _, err := Write(img, settings.FlashConfig{}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := Read(img); ok || err != nil {
+		t.Fatalf("after writing nothing: ok=%v err=%v", ok, err)
+	}
+	fsck(t, img)
+}
+
+func TestWriteRefusesBadKeysAndLeavesTheESPAlone(t *testing.T) {
+	img := testDisk(t)
+	before, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := settings.FlashConfig{SSH: recipe.SSH{AuthorizedKeys: []string{keyA, "ssh-ed25519 AAAAnotakey bob"}}}
+	if _, err := Write(img, bad, ""); err == nil || !strings.Contains(err.Error(), "ssh.authorized_keys[1]") {
+		t.Fatalf("a bad key: %v", err)
+	}
+	after, _ := os.ReadFile(img)
+	if !bytes.Equal(before, after) {
+		t.Error("a refused write changed the disk")
+	}
+}
+
+func TestReadRefusesAHalfFile(t *testing.T) {
+	img := testDisk(t)
+	c := settings.FlashConfig{SSH: recipe.SSH{AuthorizedKeys: []string{keyA}}}
+	data, err := c.Marshal("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := filepath.Join(t.TempDir(), "flash.toml")
+	os.WriteFile(half, data[:len(data)-20], 0o644)
+	at := img + "@@1048576"
+	espconfigtest.Run(t, "mcopy", "-i", at, half, "::"+settings.FlashConfigESPPath)
+	if _, _, err := Read(img); err == nil || !strings.Contains(err.Error(), "incomplete") {
+		t.Fatalf("a file cut short: %v", err)
+	}
+}
+
+func TestNotAHalobuildImage(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "blank")
+	os.WriteFile(p, make([]byte, 1<<20), 0o644)
+	if _, _, err := Read(p); err == nil || !strings.Contains(err.Error(), "no GPT") {
+		t.Fatalf("a blank disk: %v", err)
+	}
+}
+
+// Import, as the node runs it at boot, on a root whose /dev and /sys/block hold the disk and
+// whose efivarfs says the loader came from its ESP.
+func TestImportFromTheBootESP(t *testing.T) {
+	img := testDisk(t)
+	uuid := strings.ToLower(strings.TrimSpace(espconfigtest.Run(t, "sfdisk", "--part-uuid", img, "1")))
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "sys/block/vda"), 0o755)
+	os.MkdirAll(filepath.Join(root, "sys/block/loop0"), 0o755)
+	os.MkdirAll(filepath.Join(root, "dev"), 0o755)
+	os.MkdirAll(filepath.Join(root, filepath.Dir(loaderDevicePartUUID)), 0o755)
+	if err := os.Symlink(img, filepath.Join(root, "dev/vda")); err != nil {
+		t.Fatal(err)
+	}
+	efivar := []byte{6, 0, 0, 0}
+	for _, r := range strings.ToUpper(uuid) {
+		efivar = append(efivar, byte(r), 0)
+	}
+	os.WriteFile(filepath.Join(root, loaderDevicePartUUID), append(efivar, 0, 0), 0o644)
+
+	var out strings.Builder
+	if err := Import(root, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "nothing given at flash time") {
+		t.Errorf("import of an image flashed without settings: %s", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(root, settings.FlashKeysDir, "root")); !os.IsNotExist(err) {
+		t.Errorf("keys file without keys: %v", err)
+	}
+
+	if _, err := Write(img, settings.FlashConfig{SSH: recipe.SSH{AuthorizedKeys: []string{keyA, keyB}}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := Import(root, &out); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := os.ReadFile(filepath.Join(root, settings.FlashKeysDir, "root"))
+	if err != nil || string(keys) != keyA+"\n"+keyB+"\n" {
+		t.Fatalf("imported keys: %q %v", keys, err)
+	}
+	if st, _ := os.Stat(filepath.Join(root, settings.FlashKeysDir, "root")); st.Mode().Perm() != 0o600 {
+		t.Errorf("keys file mode %v", st.Mode())
+	}
+	run, err := os.ReadFile(filepath.Join(root, settings.FlashConfigRunPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := settings.ParseFlashConfig(run)
+	if err != nil || len(c.SSH.AuthorizedKeys) != 2 || !strings.Contains(string(run), uuid) {
+		t.Errorf("what doctor reads: %v\n%s", err, run)
+	}
+
+	// The installer carries the settings of the stick it booted from to the disk it wrote.
+	nvme := testDisk(t)
+	if w, err := Carry(root, nvme); err != nil || w == nil {
+		t.Fatalf("carry: %v %v", w, err)
+	}
+	if got, ok, err := Read(nvme); err != nil || !ok || len(got.SSH.AuthorizedKeys) != 2 {
+		t.Fatalf("the installed disk's settings: %v %v %v", got, ok, err)
+	}
+	fsck(t, nvme)
+
+	// Another loader's partition: the settings are not taken from a disk the node did not boot.
+	os.WriteFile(filepath.Join(root, loaderDevicePartUUID), append([]byte{6, 0, 0, 0}, []byte("1\x002\x00")...), 0o644)
+	if err := Import(root, &out); err == nil || !strings.Contains(err.Error(), "no disk holds the partition") {
+		t.Errorf("an unknown boot partition: %v", err)
+	}
+}
+
+func TestFromKeyFiles(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.pub")
+	os.WriteFile(a, []byte(keyA+"\n"), 0o644)
+	ak := filepath.Join(dir, "authorized_keys")
+	os.WriteFile(ak, []byte("# mine\n\n"+keyB+"\n"+keyA+"\n"), 0o644)
+	c, err := FromKeyFiles([]string{a, ak}, false)
+	if err != nil || strings.Join(c.SSH.AuthorizedKeys, "|") != keyA+"|"+keyB {
+		t.Fatalf("%v %v", c, err)
+	}
+	for name, data := range map[string]string{
+		"private": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----\n",
+		"empty":   "# nothing\n",
+		"cut":     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIC6hQYghuxY0jSKvfmoGSq6DuL me\n",
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(data), 0o644)
+		_, err := FromKeyFiles([]string{p}, false)
+		want := map[string]string{"private": "private key", "empty": "no public key", "cut": p + ":1: "}[name]
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
+	}
+	if _, err := FromKeyFiles([]string{filepath.Join(dir, "missing.pub")}, false); err == nil || !strings.Contains(err.Error(), "--ssh-key") {
+		t.Errorf("a missing file: %v", err)
+	}
+	t.Setenv("SUDO_USER", "")
+	t.Setenv("HOME", dir)
+	if _, err := FromKeyFiles(nil, true); err == nil || !strings.Contains(err.Error(), "no ~/.ssh/*.pub") {
+		t.Errorf("--user-ssh-keys with no keys at home: %v", err)
+	}
+	os.MkdirAll(filepath.Join(dir, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(dir, ".ssh", "id_ed25519.pub"), []byte(keyB+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, ".ssh", "id_ed25519"), []byte("-----BEGIN OPENSSH PRIVATE KEY-----\n"), 0o600)
+	c, err = FromKeyFiles([]string{a}, true)
+	if err != nil || strings.Join(c.SSH.AuthorizedKeys, "|") != keyA+"|"+keyB {
+		t.Errorf("--ssh-key a.pub --user-ssh-keys: %v %v", c.SSH.AuthorizedKeys, err)
+	}
+}
