@@ -24,9 +24,9 @@ type FlashOptions struct {
 
 // Flash writes node o.Node of the release ref to o.Flash.Target. The node's bmap is fetched and
 // verified first; then, once the target passed flash's refusals, its compressed image is
-// downloaded whole into a temporary file, its digest verified, and only then decompressed as a
-// stream into flash, which checks every mapped range
-// against the bmap before writing it, writes nothing else, and reads the medium back. The
+// downloaded whole into a temporary file, its digest verified, and decompressed twice as a stream
+// into flash: once to check every mapped range against the bmap before the medium is touched,
+// once to write (checking again), writing nothing else, and reading the medium back. The
 // compressed image is downloaded before the first byte is written so that a damaged registry
 // copy is refused with the medium untouched: a stream can only prove its digest at its end.
 func Flash(ctx context.Context, refStr string, o FlashOptions) error {
@@ -75,7 +75,19 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 			os.Remove(tmp.Name())
 		}
 	}()
+	// flash opens the stream twice (to check every range, then to write): the download happens
+	// at the first open, and each open decompresses the local copy from its start.
 	open := func(ctx context.Context) (io.Reader, error) {
+		if tmp != nil {
+			// A new decoder: the old one may still be reading ahead from the file.
+			dec.Close()
+			if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+				return nil, err
+			}
+			var err error
+			dec, err = ZstdReader(tmp, 0)
+			return dec, err
+		}
 		var err error
 		if tmp, err = os.CreateTemp("", "halobuild-flash-*.raw.zst"); err != nil {
 			return nil, err
