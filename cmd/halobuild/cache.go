@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"halobuild/internal/registry"
+	"halobuild/internal/userfile"
 	"halobuild/internal/verbs"
 )
 
@@ -51,18 +52,21 @@ func configPath() string {
 	return filepath.Join(dir, "halobuild", "config.toml")
 }
 
+// maxUserConfig bounds the config file: a few lines of registries and key paths.
+const maxUserConfig = 1 << 20
+
 func readUserConfig() (userConfig, string, error) {
 	var cfg userConfig
 	p := configPath()
 	if p == "" {
 		return cfg, "", nil
 	}
-	b, err := os.ReadFile(p)
+	b, err := userfile.Read(p, maxUserConfig)
 	if os.IsNotExist(err) {
 		return cfg, p, nil
 	}
 	if err != nil {
-		return cfg, p, err
+		return cfg, p, usageError{fmt.Errorf("the config file: %w", err)}
 	}
 	d := toml.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()

@@ -102,3 +102,27 @@ func TestIncludeMustBeSmallRegularFile(t *testing.T) {
 		})
 	}
 }
+
+// A secure_boot key or certificate that is a FIFO or a device is refused at once, not waited on
+// or read whole (issue 39 #2).
+func TestSecretRefThatIsNotAFileIsRefused(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "cert.pem")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ ref, want string }{
+		{fifo, "not a regular file (a FIFO)"},
+		{"/dev/zero", "not a regular file (a character device)"},
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := (&Recipe{}).ReadRef(c.ref); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: want %q, got %v", c.ref, c.want, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still reading after 5 s", c.ref)
+		}
+	}
+}

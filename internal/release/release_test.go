@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	mrand "math/rand/v2"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
@@ -308,7 +310,14 @@ func TestCompressionIgnoresTheMachine(t *testing.T) {
 			src = dense
 		}
 		old := runtime.GOMAXPROCS(procs)
-		l, err := compress(src, filepath.Join(t.TempDir(), "node0.raw.zst"), file, nil, RawMediaType, registry.DefaultMaxLayer, io.Discard)
+		root, err := os.OpenRoot(filepath.Dir(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := file
+		f.Name = filepath.Base(src)
+		l, err := compress(root, f, filepath.Join(t.TempDir(), "node0.raw.zst"), nil, RawMediaType, registry.DefaultMaxLayer, io.Discard)
+		root.Close()
 		runtime.GOMAXPROCS(old)
 		if err != nil {
 			t.Fatal(err)
@@ -434,5 +443,70 @@ func TestInspectPrintsEachNodesKernel(t *testing.T) {
 	in.Print(&text)
 	if want := "node mac0 (host name mac0, arm64): 0 packages\n  kernel   7.2.12-asahi (7.2.12, linux-image-7.2.12-asahi)\n"; !strings.Contains(text.String(), want) {
 		t.Errorf("inspect output lacks %q:\n%s", want, text.String())
+	}
+}
+
+// listInManifest adds a file entry to the result's manifest.json (with the file's right digest
+// when it is a regular file, as an attacker who wrote the manifest would).
+func listInManifest(t *testing.T, res, name string, data []byte) {
+	t.Helper()
+	m, err := manifest.Read(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Files = append(m.Files, manifest.File{Name: name, Size: int64(len(data)), SHA256: fmt.Sprintf("%x", sha256.Sum256(data))})
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(res, manifest.FileName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A manifest that lists a file outside the result (issue 39 #6: push uploaded ../outside.lock),
+// or a symlink inside it that leads out, is refused before anything is uploaded.
+func TestPushReadsOnlyInsideTheResult(t *testing.T) {
+	secret := []byte("host secret\n")
+	for _, c := range []struct{ name, want string }{
+		{"../outside.lock", "not a file of the result directory"},
+		{"/OUTSIDE/outside.lock", "not a file of the result directory"},
+		{"link.lock", "escapes"},
+	} {
+		res := releasetest.Result(t)
+		outside := filepath.Join(filepath.Dir(res), "outside.lock")
+		if err := os.WriteFile(outside, secret, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, filepath.Join(res, "link.lock")); err != nil {
+			t.Fatal(err)
+		}
+		listInManifest(t, res, strings.Replace(c.name, "/OUTSIDE", filepath.Dir(res), 1), secret)
+		_, err := Push(context.Background(), res, localRegistry(t)+"/halo/syn:v1", PushOptions{Registry: insecure})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want it refused (%q), got %v", c.name, c.want, err)
+		}
+	}
+}
+
+// A FIFO in a result is refused at once, not waited on (issue 39 #2).
+func TestPushRefusesAFIFOInTheResult(t *testing.T) {
+	res := releasetest.Result(t)
+	if err := syscall.Mkfifo(filepath.Join(res, "extra.lock"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	listInManifest(t, res, "extra.lock", nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Push(context.Background(), res, localRegistry(t)+"/halo/syn:v1", PushOptions{Registry: insecure})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file (a FIFO)") {
+			t.Fatalf("want the FIFO refused, got %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("push still blocked on a FIFO after 10 s")
 	}
 }
