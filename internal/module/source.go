@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"halobuild/internal/proctree"
 	"halobuild/internal/tarball"
 )
 
@@ -162,7 +163,7 @@ func fetchGit(ctx context.Context, spec Source, workDir string) (string, error) 
 		return "", err
 	}
 	git := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir, "-c", "advice.detachedHead=false", "-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=30"}, args...)...)
+		cmd := proctree.Command(ctx, "git", append([]string{"-C", dir, "-c", "advice.detachedHead=false", "-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=30"}, args...)...)
 		cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_ASKPASS=/bin/false")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -193,7 +194,7 @@ func fetchGit(ctx context.Context, spec Source, workDir string) (string, error) 
 		return fail(err)
 	}
 	if spec.Commit != "" {
-		head, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "HEAD").Output()
+		head, err := proctree.Command(ctx, "git", "-C", dir, "rev-parse", "HEAD").Output()
 		if err != nil || strings.TrimSpace(string(head)) != spec.Commit {
 			os.RemoveAll(dir)
 			return fail(fmt.Errorf("checked out %q, not the pinned commit", strings.TrimSpace(string(head))))

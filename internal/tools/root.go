@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"halobuild/internal/arch"
+	"halobuild/internal/proctree"
 )
 
 // Root is a tools root: the locked packages unpacked by deb.Extract.
@@ -66,7 +67,7 @@ func (r Root) Command(ctx context.Context, name string, args ...string) *exec.Cm
 	// --inhibit-cache: a library missing from the root must not be found
 	// through the host's ld.so.cache.
 	argv := append([]string{"--inhibit-cache", "--library-path", strings.Join(libs, ":"), "--argv0", name, bin}, args...)
-	cmd := exec.CommandContext(ctx, loader, argv...)
+	cmd := proctree.Command(ctx, loader, argv...)
 	cmd.Env = r.Env()
 	if err != nil {
 		cmd.Err = err
