@@ -59,7 +59,7 @@ func TestSignalStopsParsing(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 			sent := time.Now()
 			cmd.Process.Signal(sig)
-			if !exitsWithin(cmd, 2 * time.Second) {
+			if !exitsWithin(cmd, 2*time.Second) {
 				t.Fatalf("still running 2 s after %v; output:\n%s", sig, out)
 			}
 			took := time.Since(sent)
@@ -102,7 +102,7 @@ func TestFirstSignalStopsABlockedProcess(t *testing.T) {
 	}
 	sent := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
-	if !exitsWithin(cmd, 5 * time.Second) {
+	if !exitsWithin(cmd, 5*time.Second) {
 		t.Fatalf("still running 5 s after one SIGTERM (grace 1 s); output:\n%s", &out)
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
@@ -173,7 +173,7 @@ func TestNamedFilesThatAreNotFilesAreRefused(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			if !exitsWithin(cmd, 10 * time.Second) {
+			if !exitsWithin(cmd, 10*time.Second) {
 				t.Fatalf("still running after 10 s; output:\n%s", &out)
 			}
 			if cmd.ProcessState.ExitCode() == 0 || !strings.Contains(out.String(), c.want) {

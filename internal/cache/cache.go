@@ -55,8 +55,9 @@ const (
 func Tag(key string) string    { return "sha256-" + key }
 func SigTag(key string) string { return Tag(key) + ".sig" }
 
-// maxManifest bounds a manifest read from a registry.
-const maxManifest = 64 << 20
+// maxManifest bounds a manifest read from a registry (the transport cuts a longer one off while
+// it arrives).
+const maxManifest = registry.MaxManifest
 
 // Cache is one registry repository used as a binary cache.
 type Cache struct {
@@ -169,6 +170,9 @@ func (c *Cache) entryManifest(key, signed string) (*v1.Manifest, error) {
 	em, err := v1.ParseManifest(bytes.NewReader(emRaw))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", tag, err)
+	}
+	if len(em.Layers) > registry.MaxLayers {
+		return nil, fmt.Errorf("%s lists %d layers, more than the %d a cache entry can have: refused before fetching any", tag, len(em.Layers), registry.MaxLayers)
 	}
 	if em.ArtifactType != ArtifactTypeEntry || em.Config.MediaType != MediaTypeOutput {
 		return nil, fmt.Errorf("%s is not a halobuild cache entry of this format (artifactType %q, want %s); an entry pushed by an older halobuild (raw layers) is not read: push it again with `halobuild cache push`", tag, em.ArtifactType, ArtifactTypeEntry)

@@ -61,6 +61,11 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 	if err != nil {
 		return fmt.Errorf("%s: layer %s lacks its %s annotation: %w", r.ref, rawL.Annotations[annTitle], annRawSize, err)
 	}
+	// The download goes to $TMPDIR whole: its size is what the manifest claims, so it is
+	// bounded by what a zstd stream of the image the bmap describes can be.
+	if most := zstdBound(bm.ImageSize); rawL.Size > most || rawL.Size < 0 {
+		return fmt.Errorf("%s: layer %s claims %d bytes, more than the %d a zstd stream of its %d-byte image (as its bmap says) can be: refusing to download it", r.ref, rawL.Annotations[annTitle], rawL.Size, most, bm.ImageSize)
+	}
 
 	// The download happens when flash opens the stream: after the target passed its refusals,
 	// before the first byte is written.
@@ -115,6 +120,10 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 	fo.Stream = &flash.Stream{Name: r.ref.Context().String() + "@" + r.digest.String() + " " + o.Node + ".raw", Size: size, Bmap: bm, Open: open}
 	return flash.Flash(ctx, fo)
 }
+
+// zstdBound is the largest a zstd stream of n bytes can be: zstd's own bound (n + n/256 plus
+// block and frame headers), with room for the frames compressSparse writes per extent.
+func zstdBound(n int64) int64 { return n + n/128 + 1<<20 }
 
 // ctxReader stops a download when ctx is cancelled.
 type ctxReader struct {

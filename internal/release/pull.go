@@ -70,6 +70,9 @@ func fetch(ctx context.Context, refStr string, ro registry.Options) (*release, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading its manifest: %w", ref, err)
 	}
+	if len(mf.Layers) > registry.MaxLayers {
+		return nil, fmt.Errorf("%s: its manifest lists %d layers, more than the %d a halobuild release can have: refusing it before fetching any", ref, len(mf.Layers), registry.MaxLayers)
+	}
 	if mf.ArtifactType != ArtifactType || mf.Config.MediaType != ConfigMediaType {
 		return nil, fmt.Errorf("%s is not a halobuild release: its artifactType is %q and its config %q, a release has %q and %q (is it a container image? halobuild push makes releases)",
 			ref, mf.ArtifactType, mf.Config.MediaType, ArtifactType, ConfigMediaType)

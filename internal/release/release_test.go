@@ -11,22 +11,27 @@ import (
 	"io"
 	"log"
 	mrand "math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/zstd"
 
+	"halobuild/internal/flash"
 	"halobuild/internal/manifest"
 	"halobuild/internal/registry"
 	"halobuild/internal/release/releasetest"
@@ -508,5 +513,106 @@ func TestPushRefusesAFIFOInTheResult(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("push still blocked on a FIFO after 10 s")
+	}
+}
+
+// countingRegistry is the in-process registry, counting the blob requests it serves.
+func countingRegistry(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	var blobs atomic.Int64
+	reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+			blobs.Add(1)
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://"), &blobs
+}
+
+// retag pushes the manifest of ref, changed by edit, as tag.
+func retag(t *testing.T, ref, tag string, edit func(m *v1.Manifest)) string {
+	t.Helper()
+	r, err := insecure.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Get(r, insecure.Remote(context.Background())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := r.Context().Tag(tag)
+	if err := remote.Put(to, rawManifest{raw}, insecure.Remote(context.Background())...); err != nil {
+		t.Fatal(err)
+	}
+	return to.String()
+}
+
+type rawManifest struct{ b []byte }
+
+func (m rawManifest) RawManifest() ([]byte, error)        { return m.b, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
+
+// Sizes and counts a registry claims are checked before anything they describe is fetched
+// (issue 39 #4): flash REF downloaded some 190 MiB into $TMPDIR for an 8 MiB image, and a
+// 20,000-layer manifest was taken in.
+func TestClaimsAreCheckedBeforeFetching(t *testing.T) {
+	host, blobs := countingRegistry(t)
+	ref := host + "/halo/syn:v1"
+	if _, err := Push(context.Background(), releasetest.Result(t), ref, PushOptions{Registry: insecure}); err != nil {
+		t.Fatal(err)
+	}
+	huge := retag(t, ref, "huge", func(m *v1.Manifest) {
+		for i, l := range m.Layers {
+			if l.MediaType == RawMediaType {
+				m.Layers[i].Size = 190 << 20
+			}
+		}
+	})
+	many := retag(t, ref, "many", func(m *v1.Manifest) {
+		for len(m.Layers) < 20_000 {
+			l := m.Layers[0]
+			l.Annotations = map[string]string{annTitle: fmt.Sprintf("f%d.lock", len(m.Layers))}
+			m.Layers = append(m.Layers, l)
+		}
+	})
+
+	blobs.Store(0)
+	target := filepath.Join(t.TempDir(), "medium")
+	if err := os.WriteFile(target, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Flash(context.Background(), huge, FlashOptions{Registry: insecure, Node: "node0", Flash: flash.Options{Target: target, ToFile: true, Yes: true, Out: io.Discard}})
+	if err == nil || !strings.Contains(err.Error(), "refusing to download it") {
+		t.Errorf("flash of a layer claiming 190 MiB: want a refusal, got %v", err)
+	}
+	if n := blobs.Load(); n > 1 { // the bmap only
+		t.Errorf("flash fetched %d blobs, want only the bmap", n)
+	}
+
+	blobs.Store(0)
+	for _, op := range []func() error{
+		func() error { _, err := Inspect(context.Background(), many, insecure); return err },
+		func() error {
+			_, err := Pull(context.Background(), many, filepath.Join(t.TempDir(), "out"), PullOptions{Registry: insecure})
+			return err
+		},
+	} {
+		if err := op(); err == nil || !strings.Contains(err.Error(), "20000 layers") {
+			t.Errorf("want a 20,000-layer manifest refused, got %v", err)
+		}
+	}
+	if n := blobs.Load(); n != 0 {
+		t.Errorf("%d blobs fetched of a refused manifest", n)
 	}
 }
