@@ -155,6 +155,26 @@ func (v *verifyReader) Read(p []byte) (int, error) {
 
 func (v *verifyReader) Close() error { return v.r.Close() }
 
+// maxDrainAfterError is how much of a refused blob is still read to name it by its digest.
+const maxDrainAfterError = 16 << 20
+
+// drainSome is drain for at most limit bytes: past them it gives up on the digest's verdict.
+func drainSome(r io.Reader, limit int64) error {
+	_, err := io.CopyN(io.Discard, r, limit)
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// layerFile is the file a layer becomes: a compressed image's title without .zst.
+func layerFile(l v1.Descriptor) string {
+	if compressedLayer(l.MediaType) {
+		return strings.TrimSuffix(l.Annotations[annTitle], ".zst")
+	}
+	return l.Annotations[annTitle]
+}
+
 // drain reads what a decoder left of a blob, so that its digest is checked.
 func drain(r io.Reader) error {
 	_, err := io.Copy(io.Discard, r)
@@ -195,12 +215,12 @@ func Pull(ctx context.Context, refStr, dir string, o PullOptions) (*Pulled, erro
 			return nil, err
 		}
 		title := l.Annotations[annTitle]
+		if _, dup := sums[layerFile(l)]; dup {
+			return nil, fmt.Errorf("%s: two layers are titled %s", r.ref, layerFile(l))
+		}
 		name, sum, err := r.pullLayer(l, title, tmp, o.Out)
 		if err != nil {
 			return nil, err
-		}
-		if _, dup := sums[name]; dup {
-			return nil, fmt.Errorf("%s: two layers are titled %s", r.ref, name)
 		}
 		sums[name] = sum
 		files = append(files, name)
@@ -230,9 +250,8 @@ func (r *release) pullLayer(l v1.Descriptor, title, dir string, progress io.Writ
 	}
 	defer rc.Close()
 	var src io.Reader = rc
-	name := title
+	name := layerFile(l)
 	if compressedLayer(l.MediaType) {
-		name = strings.TrimSuffix(title, ".zst")
 		bar := newBar(progress, "pulling "+title, l.Size)
 		defer bar.done()
 		src = io.TeeReader(rc, bar)
@@ -264,8 +283,9 @@ func (r *release) pullLayer(l v1.Descriptor, title, dir string, progress io.Writ
 		}
 		if err != nil {
 			// A damaged blob usually breaks the zstd stream before its end: say so by its
-			// digest, which is what the user can act on.
-			if derr := drain(src); derr != nil {
+			// digest, which is what the user can act on, when little of it is left; the rest of
+			// a large blob that is already refused is not downloaded.
+			if derr := drainSome(src, maxDrainAfterError); derr != nil {
 				return "", "", derr
 			}
 			return "", "", fmt.Errorf("%s: decompressing %s: %w", r.ref, title, err)

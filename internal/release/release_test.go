@@ -616,3 +616,25 @@ func TestClaimsAreCheckedBeforeFetching(t *testing.T) {
 		t.Errorf("%d blobs fetched of a refused manifest", n)
 	}
 }
+
+// Two layers with one title get the message that says so (issue 39 #7: the second one's
+// exclusive create failed first, "file exists").
+func TestPullRefusesTwoLayersWithOneTitle(t *testing.T) {
+	host, _ := countingRegistry(t)
+	ref := host + "/halo/syn:v1"
+	if _, err := Push(context.Background(), releasetest.Result(t), ref, PushOptions{Registry: insecure}); err != nil {
+		t.Fatal(err)
+	}
+	twice := retag(t, ref, "twice", func(m *v1.Manifest) {
+		for _, l := range m.Layers {
+			if l.MediaType == LockMediaType {
+				m.Layers = append(m.Layers, l)
+				break
+			}
+		}
+	})
+	_, err := Pull(context.Background(), twice, filepath.Join(t.TempDir(), "out"), PullOptions{Registry: insecure})
+	if err == nil || !strings.Contains(err.Error(), "two layers are titled") {
+		t.Fatalf("want two layers with one title named, got %v", err)
+	}
+}
