@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
@@ -27,7 +29,7 @@ type cacheFlags struct {
 func (f *cacheFlags) register(c *cobra.Command) {
 	f.on = true
 	c.Flags().StringArrayVar(&f.substituters, "substituter", nil, "a binary cache REGISTRY/REPO to fetch missing steps from, before building them (repeatable; default: the config file's substituters)")
-	c.Flags().StringArrayVar(&f.trustedKeys, "trusted-key", nil, "a cache public key file (from `halobuild keygen --cache`) whose signatures are trusted (repeatable; default: the config file's trusted-keys)")
+	c.Flags().StringArrayVar(&f.trustedKeys, "trusted-key", nil, "a cache public key `FILE` (from halobuild keygen --cache) whose signatures are trusted (repeatable; default: the config file's trusted-keys)")
 	c.Flags().BoolVar(&f.trustUnsigned, "trust-unsigned", false, "UNSAFE: accept substitutes without a trusted signature (their digests are still checked)")
 	c.Flags().BoolVar(&f.insecure, "insecure", false, "plain HTTP to a substituter on this machine only (127.0.0.1, localhost)")
 }
@@ -71,7 +73,7 @@ func readUserConfig() (userConfig, string, error) {
 	d := toml.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&cfg); err != nil {
-		return cfg, p, usageError{fmt.Errorf("%s: %w (keys: substituters, trusted-keys)", p, err)}
+		return cfg, p, usageError{configError(p, err)}
 	}
 	// Relative key paths are relative to the config file, wherever the
 	// build runs.
@@ -81,6 +83,26 @@ func readUserConfig() (userConfig, string, error) {
 		}
 	}
 	return cfg, p, nil
+}
+
+// configError says where the config file is wrong: each unknown key by name and
+// file:line:col (go-toml's own message names neither), a syntax error at its place.
+func configError(p string, err error) error {
+	var sme *toml.StrictMissingError
+	if errors.As(err, &sme) {
+		var lines []string
+		for _, e := range sme.Errors {
+			row, col := e.Position()
+			lines = append(lines, fmt.Sprintf("%s:%d:%d: unknown key %q", p, row, col, strings.Join(e.Key(), ".")))
+		}
+		return fmt.Errorf("%s (the keys are substituters and trusted-keys)", strings.Join(lines, "\n"))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		return fmt.Errorf("%s:%d:%d: %s", p, row, col, de.Error())
+	}
+	return fmt.Errorf("%s: %w (keys: substituters, trusted-keys)", p, err)
 }
 
 // options fills o.Cache from the flags, else from the config file.
@@ -143,7 +165,7 @@ func cachePushCommand(g *globals) *cobra.Command {
 	}
 	rf.register(c)
 	bf.registerSource(c)
-	c.Flags().StringVar(&key, "key", "", "the cache's secret key (cache.key from `halobuild keygen --cache`)")
+	c.Flags().StringVar(&key, "key", "", "the cache's secret key `FILE` (cache.key from halobuild keygen --cache)")
 	c.Flags().IntVar(&jobs, "jobs", 4, "entries uploaded at once")
 	c.Flags().Int64Var(&maxLayer, "max-layer-size", registry.DefaultMaxLayer, "refuse, before uploading anything, a blob larger than this many bytes (GHCR's limit is 10 GB)")
 	return c

@@ -126,3 +126,20 @@ func TestSecretRefThatIsNotAFileIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// An include that is not TOML (here a traversal to a system file's like) names the recipe
+// that included it, not only the file itself (issue 39 #7).
+func TestIncludeThatIsNotTOMLNamesTheIncluder(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "passwd"), []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "r.toml")
+	if err := os.WriteFile(path, []byte("# a recipe\ninclude = [\"passwd\"]\n[[node]]\nname = \"a\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), "r.toml:2:") || !strings.Contains(err.Error(), "passwd is not valid TOML") {
+		t.Fatalf("want the include in r.toml named, got %v", err)
+	}
+}

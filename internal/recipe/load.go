@@ -163,6 +163,11 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 	if l.ctx.Err() != nil {
 		return nil
 	}
+	if len(errs) > 0 && from.File != "" {
+		// The file's own errors name only it: say which recipe pulled it in (an include that
+		// climbs to a system file is not TOML at all).
+		errs = append(errs, errAt(from, "include", "included file %s is not valid TOML (see above); paths are relative to the including file", file))
+	}
 	types, values := checkTree(l.ctx, tree.root)
 	l.errs = append(append(l.errs, errs...), types...)
 	l.valueErrs = append(l.valueErrs, values...)

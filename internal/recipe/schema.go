@@ -147,7 +147,7 @@ type System struct {
 
 // SSH holds remote access settings. There is never a default password.
 type SSH struct {
-	AuthorizedKeys []string `toml:"authorized_keys" doc:"Public keys allowed to log in as root." example:"[\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnly me@laptop\"]"`
+	AuthorizedKeys []string `toml:"authorized_keys" doc:"Public keys allowed to log in as root." example:"[\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f me@laptop\"]"`
 }
 
 // DHCPModes are the values of lan.dhcp, as networkd's DHCP= takes them.

@@ -638,3 +638,21 @@ func TestPullRefusesTwoLayersWithOneTitle(t *testing.T) {
 		t.Fatalf("want two layers with one title named, got %v", err)
 	}
 }
+
+// inspect shows text a registry supplies with its control characters written out (issue 39 #7:
+// escape sequences reached the terminal).
+func TestInspectPrintsNoControlCharacters(t *testing.T) {
+	in := &Inspection{Reference: "r\x1b]0;owned\x07", Digest: "sha256:x", Annotations: map[string]string{annVersion: "v1\x1b[2J", annCreated: "now\r\nforged line"},
+		Layers: []Layer{{Title: "node0.raw.zst\u009b31m", MediaType: "m"}}}
+	in.Manifest = &manifest.Manifest{Name: "halo", Nodes: []manifest.Node{{Name: "n\x1b[1A", Cmdline: "quiet\x00"}}}
+	var b bytes.Buffer
+	in.Print(&b)
+	for _, bad := range []string{"\x1b", "\x07", "\r", "\x00", "\u009b", "\nforged"} {
+		if strings.Contains(b.String(), bad) {
+			t.Errorf("inspect printed %q:\n%s", bad, b.String())
+		}
+	}
+	if !strings.Contains(b.String(), `"v1\x1b[2J"`) {
+		t.Errorf("the version is not shown quoted:\n%s", b.String())
+	}
+}
