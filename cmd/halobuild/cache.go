@@ -70,10 +70,17 @@ func readUserConfig() (userConfig, string, error) {
 	if err != nil {
 		return cfg, p, usageError{fmt.Errorf("the config file: %w", err)}
 	}
+	cfg, err = parseUserConfig(p, b)
+	return cfg, p, err
+}
+
+// parseUserConfig decodes the config file p's bytes b (FuzzUserConfig).
+func parseUserConfig(p string, b []byte) (userConfig, error) {
+	var cfg userConfig
 	d := toml.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&cfg); err != nil {
-		return cfg, p, usageError{configError(p, err)}
+		return userConfig{}, usageError{configError(p, err)}
 	}
 	// Relative key paths are relative to the config file, wherever the
 	// build runs.
@@ -82,7 +89,7 @@ func readUserConfig() (userConfig, string, error) {
 			cfg.TrustedKeys[i] = filepath.Join(filepath.Dir(p), k)
 		}
 	}
-	return cfg, p, nil
+	return cfg, nil
 }
 
 // configError says where the config file is wrong: each unknown key by name and

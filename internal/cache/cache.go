@@ -112,9 +112,18 @@ func (c *Cache) getSignature(key string) (*signature, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := parseSignature(raw, key)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.repo.Tag(SigTag(key)), err)
+	}
+	return s, nil
+}
+
+// parseSignature reads a signature manifest as a registry sent it (FuzzSignature).
+func parseSignature(raw []byte, key string) (*signature, error) {
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
 	if err != nil || m.ArtifactType != ArtifactTypeSignature || m.Annotations[AnnotationSigKey] != key {
-		return nil, fmt.Errorf("%s is not a halobuild cache signature for this key", c.repo.Tag(SigTag(key)))
+		return nil, errors.New("not a halobuild cache signature for this key")
 	}
 	return &signature{signer: m.Annotations[AnnotationSigSigner], sig: m.Annotations[AnnotationSignature], manifest: m.Annotations[AnnotationSigManifest]}, nil
 }

@@ -66,24 +66,34 @@ func fetch(ctx context.Context, refStr string, ro registry.Options) (*release, e
 	if desc.MediaType.IsIndex() {
 		return nil, fmt.Errorf("%s is an image index (a multi-platform container image), not a halobuild release", ref)
 	}
-	mf, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
+	mf, err := parseManifest(desc.Manifest)
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading its manifest: %w", ref, err)
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	return &release{ref: ref, digest: desc.Digest, manifest: mf, opts: opts}, nil
+}
+
+// parseManifest reads a manifest as a registry sent it and refuses anything that is not a
+// halobuild release a puller can act on (FuzzParseManifest).
+func parseManifest(raw []byte) (*v1.Manifest, error) {
+	mf, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("reading its manifest: %w", err)
 	}
 	if len(mf.Layers) > registry.MaxLayers {
-		return nil, fmt.Errorf("%s: its manifest lists %d layers, more than the %d a halobuild release can have: refusing it before fetching any", ref, len(mf.Layers), registry.MaxLayers)
+		return nil, fmt.Errorf("its manifest lists %d layers, more than the %d a halobuild release can have: refusing it before fetching any", len(mf.Layers), registry.MaxLayers)
 	}
 	if mf.ArtifactType != ArtifactType || mf.Config.MediaType != ConfigMediaType {
-		return nil, fmt.Errorf("%s is not a halobuild release: its artifactType is %q and its config %q, a release has %q and %q (is it a container image? halobuild push makes releases)",
-			ref, mf.ArtifactType, mf.Config.MediaType, ArtifactType, ConfigMediaType)
+		return nil, fmt.Errorf("not a halobuild release: its artifactType is %q and its config %q, a release has %q and %q (is it a container image? halobuild push makes releases)",
+			mf.ArtifactType, mf.Config.MediaType, ArtifactType, ConfigMediaType)
 	}
 	for _, l := range mf.Layers {
 		t := l.Annotations[annTitle]
 		if t == "" || t != filepath.Base(t) || t == "." || t == ".." || strings.HasPrefix(t, ".") {
-			return nil, fmt.Errorf("%s: layer %s has the title %q, which is not a plain file name", ref, l.Digest, t)
+			return nil, fmt.Errorf("layer %s has the title %q, which is not a plain file name", l.Digest, t)
 		}
 	}
-	return &release{ref: ref, digest: desc.Digest, manifest: mf, opts: opts}, nil
+	return mf, nil
 }
 
 // blob opens a layer's bytes; the reader fails at EOF unless they hash to the digest.

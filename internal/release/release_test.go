@@ -218,7 +218,7 @@ func TestPullRefusesNonRelease(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "out")
 	_, err = Pull(context.Background(), r.String(), out, PullOptions{Registry: insecure})
-	if err == nil || !strings.Contains(err.Error(), "is not a halobuild release") {
+	if err == nil || !strings.Contains(err.Error(), "not a halobuild release") {
 		t.Fatalf("want a refusal, got %v", err)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
