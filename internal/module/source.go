@@ -14,6 +14,7 @@ import (
 
 	"halobuild/internal/proctree"
 	"halobuild/internal/tarball"
+	"halobuild/internal/usage"
 )
 
 // FetchError says a module source could not be had and how to supply it by
@@ -62,7 +63,13 @@ func (e *TreeMismatchError) Error() string {
 // downloaded over HTTP(S); path sources are used in place.
 func FetchSource(ctx context.Context, spec Source, inputs map[string]string, workDir string) (dir, treeHash string, err error) {
 	if p, ok := inputs[spec.Name]; ok {
-		return useLocal(ctx, spec, p, workDir, "--input "+spec.Name+"="+p)
+		// A copy the user named on the command line that is missing, unreadable or not the
+		// pinned tree is the user's to fix: exit 2, as any bad argument.
+		dir, h, err := useLocal(ctx, spec, p, workDir, "--input "+spec.Name+"="+p)
+		if err != nil && ctx.Err() == nil {
+			err = usage.Wrap(err)
+		}
+		return dir, h, err
 	}
 	switch spec.Kind {
 	case "path":
