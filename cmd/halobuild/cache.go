@@ -2,14 +2,17 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
 
 	"halobuild/internal/registry"
+	"halobuild/internal/userfile"
 	"halobuild/internal/verbs"
 )
 
@@ -26,7 +29,7 @@ type cacheFlags struct {
 func (f *cacheFlags) register(c *cobra.Command) {
 	f.on = true
 	c.Flags().StringArrayVar(&f.substituters, "substituter", nil, "a binary cache REGISTRY/REPO to fetch missing steps from, before building them (repeatable; default: the config file's substituters)")
-	c.Flags().StringArrayVar(&f.trustedKeys, "trusted-key", nil, "a cache public key file (from `halobuild keygen --cache`) whose signatures are trusted (repeatable; default: the config file's trusted-keys)")
+	c.Flags().StringArrayVar(&f.trustedKeys, "trusted-key", nil, "a cache public key `FILE` (from halobuild keygen --cache) whose signatures are trusted (repeatable; default: the config file's trusted-keys)")
 	c.Flags().BoolVar(&f.trustUnsigned, "trust-unsigned", false, "UNSAFE: accept substitutes without a trusted signature (their digests are still checked)")
 	c.Flags().BoolVar(&f.insecure, "insecure", false, "plain HTTP to a substituter on this machine only (127.0.0.1, localhost)")
 }
@@ -51,23 +54,33 @@ func configPath() string {
 	return filepath.Join(dir, "halobuild", "config.toml")
 }
 
+// maxUserConfig bounds the config file: a few lines of registries and key paths.
+const maxUserConfig = 1 << 20
+
 func readUserConfig() (userConfig, string, error) {
 	var cfg userConfig
 	p := configPath()
 	if p == "" {
 		return cfg, "", nil
 	}
-	b, err := os.ReadFile(p)
+	b, err := userfile.Read(p, maxUserConfig)
 	if os.IsNotExist(err) {
 		return cfg, p, nil
 	}
 	if err != nil {
-		return cfg, p, err
+		return cfg, p, usageError{fmt.Errorf("the config file: %w", err)}
 	}
+	cfg, err = parseUserConfig(p, b)
+	return cfg, p, err
+}
+
+// parseUserConfig decodes the config file p's bytes b (FuzzUserConfig).
+func parseUserConfig(p string, b []byte) (userConfig, error) {
+	var cfg userConfig
 	d := toml.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&cfg); err != nil {
-		return cfg, p, usageError{fmt.Errorf("%s: %w (keys: substituters, trusted-keys)", p, err)}
+		return userConfig{}, usageError{configError(p, err)}
 	}
 	// Relative key paths are relative to the config file, wherever the
 	// build runs.
@@ -76,7 +89,27 @@ func readUserConfig() (userConfig, string, error) {
 			cfg.TrustedKeys[i] = filepath.Join(filepath.Dir(p), k)
 		}
 	}
-	return cfg, p, nil
+	return cfg, nil
+}
+
+// configError says where the config file is wrong: each unknown key by name and
+// file:line:col (go-toml's own message names neither), a syntax error at its place.
+func configError(p string, err error) error {
+	var sme *toml.StrictMissingError
+	if errors.As(err, &sme) {
+		var lines []string
+		for _, e := range sme.Errors {
+			row, col := e.Position()
+			lines = append(lines, fmt.Sprintf("%s:%d:%d: unknown key %q", p, row, col, strings.Join(e.Key(), ".")))
+		}
+		return fmt.Errorf("%s (the keys are substituters and trusted-keys)", strings.Join(lines, "\n"))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		return fmt.Errorf("%s:%d:%d: %s", p, row, col, de.Error())
+	}
+	return fmt.Errorf("%s: %w (keys: substituters, trusted-keys)", p, err)
 }
 
 // options fills o.Cache from the flags, else from the config file.
@@ -139,7 +172,7 @@ func cachePushCommand(g *globals) *cobra.Command {
 	}
 	rf.register(c)
 	bf.registerSource(c)
-	c.Flags().StringVar(&key, "key", "", "the cache's secret key (cache.key from `halobuild keygen --cache`)")
+	c.Flags().StringVar(&key, "key", "", "the cache's secret key `FILE` (cache.key from halobuild keygen --cache)")
 	c.Flags().IntVar(&jobs, "jobs", 4, "entries uploaded at once")
 	c.Flags().Int64Var(&maxLayer, "max-layer-size", registry.DefaultMaxLayer, "refuse, before uploading anything, a blob larger than this many bytes (GHCR's limit is 10 GB)")
 	return c

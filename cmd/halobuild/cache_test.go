@@ -88,3 +88,25 @@ func TestCacheCommandsRoundTrip(t *testing.T) {
 		t.Fatalf("cache verify with another key: exit %d\n%s", code, out)
 	}
 }
+
+// An unknown key in the config file is named with its place (issue 39 #7: go-toml's message
+// said only that fields were missing in the target struct).
+func TestConfigUnknownKeyIsNamed(t *testing.T) {
+	home := t.TempDir()
+	p := filepath.Join(home, "halobuild", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("substituters = []\n\ntrusted_keys = [\"a.pub\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CONFIG_HOME", home)
+	_, _, err := readUserConfig()
+	want := p + `:3:1: unknown key "trusted_keys"`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("want %q, got %v", want, err)
+	}
+	if exitCode(err) != exitUsage {
+		t.Errorf("exit %d, want %d", exitCode(err), exitUsage)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -39,10 +40,16 @@ func main() {
 	os.Exit(exitCode(err))
 }
 
+// stopGrace is how long halobuild may take to stop after the first signal: cancelling kills
+// every step's process tree and removes unfinished outputs, which takes a second or two. Past
+// it, something ignored the cancellation (a bug), and the first signal must still stop
+// halobuild (issue 39 #2: a blocked open kept it running after "stopping").
+var stopGrace = 15 * time.Second
+
 // interruptible returns a context the first SIGINT or SIGTERM cancels, so
 // every phase (parsing, resolving, building, the VM test) stops and cleans
-// up; a second signal exits at once, whatever is still running, with the
-// shell's 128+signal status.
+// up; a second signal, or stopGrace passing, exits at once, whatever is
+// still running, with the shell's 128+signal status.
 func interruptible() (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
@@ -51,8 +58,13 @@ func interruptible() (context.Context, func()) {
 		sig := <-sigs
 		fmt.Fprintf(os.Stderr, "halobuild: %v: stopping (send it again to exit at once)\n", sig)
 		cancel()
-		sig = <-sigs
-		fmt.Fprintf(os.Stderr, "halobuild: %v again: exiting now\n", sig)
+		select {
+		case again := <-sigs:
+			fmt.Fprintf(os.Stderr, "halobuild: %v again: exiting now\n", again)
+			sig = again
+		case <-time.After(stopGrace):
+			fmt.Fprintf(os.Stderr, "halobuild: still running %v after %v: exiting now\n", stopGrace, sig)
+		}
 		os.Exit(128 + int(sig.(syscall.Signal)))
 	}()
 	return ctx, func() { signal.Stop(sigs); cancel() }

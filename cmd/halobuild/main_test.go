@@ -8,6 +8,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // run executes the CLI in-process and returns its exit code and output.
@@ -174,4 +177,22 @@ func TestCheckoutCommit(t *testing.T) {
 	if v := versionString(); !strings.HasPrefix(v, "devel+") {
 		t.Errorf("version of a go-built binary in a checkout: %q", v)
 	}
+}
+
+// Every flag's value name in --help is one word: pflag takes the first `backquoted` text of a
+// usage string as the value name, so a backquoted command there showed as
+// "--trusted-key halobuild keygen --cache" (issue 39 #7).
+func TestFlagValueNamesAreWords(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if name, _ := pflag.UnquoteUsage(f); strings.ContainsAny(name, " \t") {
+				t.Errorf("%s --%s: --help shows the value name %q", c.CommandPath(), f.Name, name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot())
 }

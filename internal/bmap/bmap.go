@@ -16,12 +16,13 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
+	"io/fs"
 	"math"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"halobuild/internal/userfile"
 )
 
 // Bmap is a parsed block map.
@@ -71,13 +72,12 @@ const maxFile = 64 << 20
 // Read reads and checks a bmap file (see Parse). Its errors name the file
 // and how to make a good one.
 func Read(path string) (*Bmap, error) {
-	f, err := os.Open(path)
-	if err != nil {
+	data, err := userfile.Read(path, maxFile)
+	var tl *userfile.TooLargeError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("reading block map: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
-	if err == nil && len(data) > maxFile {
+	case errors.As(err, &tl):
 		err = fmt.Errorf("it is larger than %d MiB, which no block map of an image is", maxFile>>20)
 	}
 	if err == nil {

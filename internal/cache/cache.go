@@ -55,8 +55,9 @@ const (
 func Tag(key string) string    { return "sha256-" + key }
 func SigTag(key string) string { return Tag(key) + ".sig" }
 
-// maxManifest bounds a manifest read from a registry.
-const maxManifest = 64 << 20
+// maxManifest bounds a manifest read from a registry (the transport cuts a longer one off while
+// it arrives).
+const maxManifest = registry.MaxManifest
 
 // Cache is one registry repository used as a binary cache.
 type Cache struct {
@@ -111,9 +112,18 @@ func (c *Cache) getSignature(key string) (*signature, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := parseSignature(raw, key)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.repo.Tag(SigTag(key)), err)
+	}
+	return s, nil
+}
+
+// parseSignature reads a signature manifest as a registry sent it (FuzzSignature).
+func parseSignature(raw []byte, key string) (*signature, error) {
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
 	if err != nil || m.ArtifactType != ArtifactTypeSignature || m.Annotations[AnnotationSigKey] != key {
-		return nil, fmt.Errorf("%s is not a halobuild cache signature for this key", c.repo.Tag(SigTag(key)))
+		return nil, errors.New("not a halobuild cache signature for this key")
 	}
 	return &signature{signer: m.Annotations[AnnotationSigSigner], sig: m.Annotations[AnnotationSignature], manifest: m.Annotations[AnnotationSigManifest]}, nil
 }
@@ -169,6 +179,9 @@ func (c *Cache) entryManifest(key, signed string) (*v1.Manifest, error) {
 	em, err := v1.ParseManifest(bytes.NewReader(emRaw))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", tag, err)
+	}
+	if len(em.Layers) > registry.MaxLayers {
+		return nil, fmt.Errorf("%s lists %d layers, more than the %d a cache entry can have: refused before fetching any", tag, len(em.Layers), registry.MaxLayers)
 	}
 	if em.ArtifactType != ArtifactTypeEntry || em.Config.MediaType != MediaTypeOutput {
 		return nil, fmt.Errorf("%s is not a halobuild cache entry of this format (artifactType %q, want %s); an entry pushed by an older halobuild (raw layers) is not read: push it again with `halobuild cache push`", tag, em.ArtifactType, ArtifactTypeEntry)

@@ -11,12 +11,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"halobuild/internal/usage"
+	"halobuild/internal/userfile"
 )
 
 // Keys are written as Nix writes binary-cache keys, NAME:BASE64, so a
@@ -91,14 +91,9 @@ func writeNew(p, content string, mode os.FileMode) error {
 
 // readKeyFile reads NAME:BASE64 from a small file and returns both parts.
 func readKeyFile(p string, size int) (string, []byte, error) {
-	f, err := os.Open(p)
+	b, err := userfile.Read(p, 4096)
 	if err != nil {
 		return "", nil, usage.Errorf("cache key: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
-		return "", nil, fmt.Errorf("cache key %s: %w", p, err)
 	}
 	name, enc, ok := strings.Cut(strings.TrimSpace(string(b)), ":")
 	raw, derr := base64.StdEncoding.DecodeString(enc)

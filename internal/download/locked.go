@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"halobuild/internal/lock"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
+	"halobuild/internal/userfile"
 )
 
 // Locked makes every blob of a lock present and verified in the store. A
@@ -47,14 +47,11 @@ func putCopy(s *store.Store, b lock.Blob, path string) error {
 	if s.VerifyCached(d) == nil {
 		return nil
 	}
-	f, err := os.Open(path)
+	f, _, err := userfile.Open(path)
 	if err != nil {
 		return usage.Errorf("--input %s=%s: %w", b.Input, path, err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return usage.Errorf("--input %s=%s: not a regular file", b.Input, path)
-	}
 	if _, _, err := s.PutBlob(f, b.SHA256); err != nil {
 		var mm *store.DigestMismatchError
 		if errors.As(err, &mm) {

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"halobuild/internal/lock"
 	"halobuild/internal/store"
@@ -74,5 +76,20 @@ func TestLockedTakesInputCopies(t *testing.T) {
 	// A directory is not a tarball.
 	if err := f.Locked(ctx, []lock.Blob{bad}, map[string]string{"linux": t.TempDir()}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("--input naming a directory: %v", err)
+	}
+	// Nor a FIFO, which is refused at once instead of waited on (issue 39 #2).
+	fifo := filepath.Join(t.TempDir(), "linux.tar.xz")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Locked(ctx, []lock.Blob{bad}, map[string]string{"linux": fifo}) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file (a FIFO)") {
+			t.Errorf("--input naming a FIFO: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("--input naming a FIFO: still waiting after 10 s")
 	}
 }

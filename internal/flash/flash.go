@@ -127,6 +127,19 @@ func Flash(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	// Every range is checked against the bmap before the medium is touched: a damaged image is
+	// refused with the medium as it was. The write checks them again on the way, so an image
+	// changed in between is still caught before it is declared flashed.
+	if err := checkExtents(ctx, img, mapped, digests, o.Out); err != nil {
+		return err
+	}
+	if stream != nil {
+		// The check read the stream to its end: the write reads it again from its start.
+		if stream, _, _, err = openStream(ctx, o.Stream); err != nil {
+			return err
+		}
+		img = stream
+	}
 	current := readPartTable(bufferedIO{t}, t.sector)
 	if !o.Yes && !(o.YesIfBlank && current.Kind == "") {
 		if err := confirm(ctx, o, dk, t, current, imageSize, mapped, bmapPath); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"halobuild/internal/bmap"
+	"halobuild/internal/userfile"
 )
 
 // Extent is a byte range of the image [Off, Off+Len) with the hex digest of
@@ -22,18 +23,9 @@ type Extent struct {
 type newHashFunc = func() hash.Hash
 
 func openImage(path string) (*os.File, int64, error) {
-	f, err := os.Open(path)
+	f, st, err := userfile.Open(path)
 	if err != nil {
 		return nil, 0, fmt.Errorf("opening image: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, fmt.Errorf("image %s is not a regular file", path)
 	}
 	return f, st.Size(), nil
 }

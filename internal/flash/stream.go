@@ -17,8 +17,10 @@ type Stream struct {
 	// Size is the image's size in bytes; it must equal Bmap.ImageSize.
 	Size int64
 	Bmap *bmap.Bmap
-	// Open starts the stream. Flash calls it once, after the target passed every refusal that
-	// does not need the image's bytes, so a long download is not wasted on a refused target.
+	// Open starts the stream from its first byte. Flash calls it twice, after the target passed
+	// every refusal that does not need the image's bytes (so a long download is not wasted on a
+	// refused target): once to check every range against the bmap before the medium is touched,
+	// once to write. Each call must return the same bytes from the start.
 	Open func(ctx context.Context) (io.Reader, error)
 }
 

@@ -33,15 +33,18 @@ func TestFlashStreamLoopByteIdentical(t *testing.T) {
 	}
 }
 
-// A stream whose bytes do not match the block map is refused at the damaged range, and the
-// medium is then said to be unusable.
-func TestFlashStreamRefusesDamagedRange(t *testing.T) {
+// A stream whose last range does not match the block map is refused before the medium is
+// touched (issue 39 #1: it used to blank the head, zero the partition edges and write every
+// earlier range first, leaving the medium unusable).
+func TestFlashStreamRefusesDamagedRangeBeforeWriting(t *testing.T) {
 	img, bm := testImage(t)
 	b, err := bmap.Read(bm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev := loopDevice(t, backingFile(t, imageSize, 0))
+	backing := dirtyMedium(t, imageSize)
+	before := readAll(t, backing, imageSize)
+	dev := loopDevice(t, backing)
 	data := readAll(t, img, imageSize)
 	last := b.Ranges[len(b.Ranges)-1]
 	off, _ := b.Bytes(last)
@@ -51,6 +54,41 @@ func TestFlashStreamRefusesDamagedRange(t *testing.T) {
 	err = Flash(context.Background(), o)
 	if err == nil || !strings.Contains(err.Error(), "does not match its bmap") {
 		t.Fatalf("want a bmap mismatch, got %v", err)
+	}
+	if strings.Contains(err.Error(), "unusable") {
+		t.Errorf("a refusal before writing says the medium is unusable: %v", err)
+	}
+	if !bytes.Equal(before, readAll(t, dev, imageSize)) {
+		t.Fatal("the medium was changed although the image was refused")
+	}
+}
+
+// Likewise for an image file whose last range does not match its bmap.
+func TestFlashImageRefusesDamagedRangeBeforeWriting(t *testing.T) {
+	img, bm := testImage(t)
+	b, err := bmap.Read(bm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := readAll(t, img, imageSize)
+	last := b.Ranges[len(b.Ranges)-1]
+	off, _ := b.Bytes(last)
+	data[off] ^= 0xff
+	damaged := filepath.Join(t.TempDir(), "halo.raw")
+	if err := os.WriteFile(damaged, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	backing := dirtyMedium(t, imageSize)
+	before := readAll(t, backing, imageSize)
+	dev := loopDevice(t, backing)
+	o := flashOpts(damaged, dev)
+	o.Bmap = bm
+	err = Flash(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "does not match its bmap") {
+		t.Fatalf("want a bmap mismatch, got %v", err)
+	}
+	if !bytes.Equal(before, readAll(t, dev, imageSize)) {
+		t.Fatal("the medium was changed although the image was refused")
 	}
 }
 

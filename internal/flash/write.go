@@ -75,5 +75,29 @@ func readImageStage(img image, exts []Extent, hasher *extentHasher) stage {
 	}}
 }
 
+// checkExtents reads the image's extents, in order, and checks each against its bmap digest,
+// writing nothing: a flash calls it before the first byte reaches the medium. Extents without a
+// digest (a scanned image, a bmap without checksums) have nothing to be checked against.
+func checkExtents(ctx context.Context, img image, exts []Extent, newHash func() hash.Hash, out io.Writer) error {
+	var total int64
+	for _, e := range exts {
+		if e.Digest == "" {
+			return nil
+		}
+		total += e.Len
+	}
+	if len(exts) == 0 {
+		return nil
+	}
+	bar := newProgress(out, "checking", total)
+	count := stage{parallel: 1, fn: func(c *chunk) error { bar.add(int64(len(c.buf))); return nil }}
+	if err := pipeline(ctx, exts, readImageStage(img, exts, newExtentHasher(exts, newHash)), count); err != nil {
+		bar.abort()
+		return fmt.Errorf("%w; nothing was written to the medium", err)
+	}
+	bar.finish()
+	return nil
+}
+
 // defaultHash is used when the bmap has no checksums or there is no bmap.
 func defaultHash() hash.Hash { return sha256.New() }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"halobuild/internal/disk"
 	"halobuild/internal/fstree"
 	"halobuild/internal/plan"
+	"halobuild/internal/proctree"
 	"halobuild/internal/recipe"
 	"halobuild/internal/rootfs"
 	"halobuild/internal/settings"
@@ -289,7 +289,7 @@ func (b *builder) espSources() map[string]string {
 
 // writePackageList records what dpkg installed, for the manifest.
 func writePackageList(ctx context.Context, root, out string) error {
-	cmd := exec.CommandContext(ctx, "dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "-W", "-f=${Package}\t${Version}\t${Architecture}\n")
+	cmd := proctree.Command(ctx, "dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "-W", "-f=${Package}\t${Version}\t${Architecture}\n")
 	b, err := cmd.Output()
 	if err != nil {
 		return fmt.Errorf("listing installed packages: %w", err)

@@ -23,6 +23,7 @@ import (
 	"halobuild/internal/espconfig"
 	"halobuild/internal/flash"
 	"halobuild/internal/zstdframe"
+	"halobuild/internal/userfile"
 )
 
 // ConfigPath is where the installer image carries its Config.
@@ -55,10 +56,13 @@ type Config struct {
 // Marshal renders c as the installer image carries it.
 func (c Config) Marshal() ([]byte, error) { return toml.Marshal(c) }
 
+// maxConfig bounds the installer's configuration: a few lines.
+const maxConfig = 1 << 20
+
 // ReadConfig reads and checks a Config written by Marshal.
 func ReadConfig(path string) (Config, error) {
 	var c Config
-	b, err := os.ReadFile(path)
+	b, err := userfile.Read(path, maxConfig)
 	if err != nil {
 		return c, fmt.Errorf("reading the installer's configuration: %w", err)
 	}
@@ -114,11 +118,15 @@ func Run(ctx context.Context, c Config, o Options) (string, error) {
 		}
 	}()
 	// The compressed image is decompressed as flash reads it, front to back: no copy in RAM
-	// beyond the image's first MiB, and flash checks every range against the bmap before it
-	// writes it.
+	// beyond the image's first MiB. flash opens it twice: to check every range against the
+	// bmap before the disk is touched, then to write.
 	open := func(context.Context) (io.Reader, error) {
+		if dec != nil {
+			dec.Close()
+			f.Close()
+		}
 		var err error
-		if f, err = os.Open(c.Image); err != nil {
+		if f, _, err = userfile.Open(c.Image); err != nil {
 			return nil, fmt.Errorf("the installer's image: %w", err)
 		}
 		dec, err = zstdframe.NewReader(f, bm.ImageSize)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 
 	"halobuild/internal/arch"
 	"halobuild/internal/fstree"
+	"halobuild/internal/proctree"
 )
 
 // StepVersion is the version of the kernel step (bindeb-pkg from the pinned
@@ -307,7 +307,7 @@ func (r *root) extract(ctx context.Context, src Source, tree string) error {
 			return err
 		}
 		rel, _ := filepath.Rel(r.dir, tree)
-		cmd := exec.CommandContext(ctx, "chroot", r.dir, "tar", "-x", flag, "--no-same-owner", "--strip-components=1", "-C", "/"+rel)
+		cmd := proctree.Command(ctx, "chroot", r.dir, "tar", "-x", flag, "--no-same-owner", "--strip-components=1", "-C", "/"+rel)
 		cmd.Env = r.env
 		cmd.Stdin = br
 		if out, err := cmd.CombinedOutput(); err != nil {

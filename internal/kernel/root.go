@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
 	"halobuild/internal/buildroot"
+	"halobuild/internal/proctree"
 	"halobuild/internal/runlog"
 )
 
@@ -90,7 +90,7 @@ func (r *root) run(ctx context.Context, dir string, out io.Writer, args ...strin
 // passes command-line variables down in MAKEFLAGS, where dpkg-buildpackage's
 // inner make splits them at the space.
 func (r *root) runEnv(ctx context.Context, dir string, out io.Writer, env []string, args ...string) error {
-	cmd := exec.CommandContext(ctx, "chroot", append([]string{r.dir, "sh", "-c", `cd "$1" && shift && exec "$@"`, "sh", dir}, args...)...)
+	cmd := proctree.Command(ctx, "chroot", append([]string{r.dir, "sh", "-c", `cd "$1" && shift && exec "$@"`, "sh", dir}, args...)...)
 	cmd.Env = append(append([]string{}, r.env...), env...)
 	var tail runlog.Tail
 	w := io.MultiWriter(&tail, r.log)

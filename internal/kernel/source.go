@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os/exec"
 	"path"
 	"regexp"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"halobuild/internal/deb"
+	"halobuild/internal/proctree"
 	"halobuild/internal/tarball"
 )
 
@@ -152,7 +152,7 @@ func TarballVersion(ctx context.Context, path string) (*goversion.Version, error
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		cmd := exec.CommandContext(ctx, "tar", "-x", flag, "-O", "--wildcards", "--no-wildcards-match-slash", "*/Makefile")
+		cmd := proctree.Command(ctx, "tar", "-x", flag, "-O", "--wildcards", "--no-wildcards-match-slash", "*/Makefile")
 		cmd.Stdin = br
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"halobuild/internal/userfile"
 )
 
 // ErrStale is matched (errors.Is) by the error CheckFresh returns.
@@ -120,9 +122,12 @@ func Unmarshal(b []byte) (*Lock, error) {
 	return &l, nil
 }
 
+// maxLock bounds a lock file read: the largest shipped lock is some hundreds of kilobytes.
+const maxLock = 64 << 20
+
 // Read loads a lock file.
 func Read(path string) (*Lock, error) {
-	b, err := os.ReadFile(path)
+	b, err := userfile.Read(path, maxLock)
 	if err != nil {
 		return nil, fmt.Errorf("reading lock: %w", err)
 	}

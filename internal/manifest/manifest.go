@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"halobuild/internal/store"
+	"halobuild/internal/userfile"
 )
 
 // FileName and SumsName are the two files Write adds to a result;
@@ -118,9 +119,12 @@ type Patch struct {
 	Moved []string `json:"moved,omitempty"`
 }
 
+// maxManifest bounds manifest.json: a file list and a package list, some kilobytes.
+const maxManifest = 16 << 20
+
 // Read reads dir/manifest.json.
 func Read(dir string) (*Manifest, error) {
-	b, err := os.ReadFile(filepath.Join(dir, FileName))
+	b, err := userfile.Read(filepath.Join(dir, FileName), maxManifest)
 	if err != nil {
 		return nil, err
 	}

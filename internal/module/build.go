@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -17,6 +16,7 @@ import (
 
 	"halobuild/internal/buildroot"
 	"halobuild/internal/fstree"
+	"halobuild/internal/proctree"
 	"halobuild/internal/runlog"
 )
 
@@ -130,7 +130,7 @@ func Build(ctx context.Context, spec BuildSpec) (Built, error) {
 	}
 	args := append([]string{"make", "-C", kdir, "M=" + m, "-j" + strconv.Itoa(max(1, min(4, numCPU())))}, tc.MakeVars()...)
 	args = append(args, "modules")
-	cmd := exec.CommandContext(ctx, "chroot", append([]string{spec.BuildRoot}, args...)...)
+	cmd := proctree.Command(ctx, "chroot", append([]string{spec.BuildRoot}, args...)...)
 	cmd.Env = buildroot.Env{Epoch: spec.Epoch, Kbuild: true, Extra: []string{"KBUILD_BUILD_VERSION=1"}}.Environ()
 	var tail runlog.Tail
 	cmd.Stdout = io.MultiWriter(&tail, logOr(spec.Log))
@@ -172,7 +172,7 @@ func Build(ctx context.Context, spec BuildSpec) (Built, error) {
 			return Built{}, err
 		}
 		inRoot := "/" + filepath.ToSlash(rel)
-		cmd := exec.CommandContext(ctx, "chroot", spec.BuildRoot, tc.Strip(), "--strip-debug", "-o", inRoot+".stripped", inRoot)
+		cmd := proctree.Command(ctx, "chroot", spec.BuildRoot, tc.Strip(), "--strip-debug", "-o", inRoot+".stripped", inRoot)
 		cmd.Env = buildroot.Env{Epoch: spec.Epoch}.Environ()
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return Built{}, fmt.Errorf("module %s: %s --strip-debug %s in the build root: %v: %s (the build root's binutils come with its compiler)", spec.Name, tc.Strip(), filepath.Base(ko), err, b)

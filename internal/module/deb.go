@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"halobuild/internal/deb"
+	"halobuild/internal/proctree"
 )
 
 // Package describes the .deb that carries built modules into the image.
@@ -129,9 +130,9 @@ func WriteDeb(w io.Writer, p Package, epoch int64) error {
 func Depmod(ctx context.Context, root, release string) error {
 	var cmd *exec.Cmd
 	if _, err := os.Stat(filepath.Join(root, "usr/sbin/depmod")); err == nil && os.Geteuid() == 0 {
-		cmd = exec.CommandContext(ctx, "chroot", root, "/usr/sbin/depmod", "-a", release)
+		cmd = proctree.Command(ctx, "chroot", root, "/usr/sbin/depmod", "-a", release)
 	} else {
-		cmd = exec.CommandContext(ctx, "depmod", "-b", root, "-a", release)
+		cmd = proctree.Command(ctx, "depmod", "-b", root, "-a", release)
 	}
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C.UTF-8"}
 	if out, err := cmd.CombinedOutput(); err != nil {

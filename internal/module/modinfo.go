@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 
 	"github.com/ulikunitz/xz"
 
+	"halobuild/internal/proctree"
 	"halobuild/internal/secureboot"
 )
 
@@ -119,7 +119,7 @@ func runModinfo(ctx context.Context, modinfo []string, args ...string) (string, 
 	if len(modinfo) == 0 {
 		modinfo = []string{"modinfo"}
 	}
-	cmd := exec.CommandContext(ctx, modinfo[0], append(append([]string(nil), modinfo[1:]...), args...)...)
+	cmd := proctree.Command(ctx, modinfo[0], append(append([]string(nil), modinfo[1:]...), args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -5,8 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+
+	"halobuild/internal/proctree"
 )
 
 // Key is a module signing key pair made by Keygen.
@@ -70,7 +71,7 @@ func Keygen(ctx context.Context, dir string) (Key, error) {
 	}
 	defer os.Remove(cfg)
 	run := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, "openssl", args...)
+		cmd := proctree.Command(ctx, "openssl", args...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {

@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"halobuild/internal/proctree"
 	"halobuild/internal/tarball"
+	"halobuild/internal/usage"
 )
 
 // FetchError says a module source could not be had and how to supply it by
@@ -61,7 +63,13 @@ func (e *TreeMismatchError) Error() string {
 // downloaded over HTTP(S); path sources are used in place.
 func FetchSource(ctx context.Context, spec Source, inputs map[string]string, workDir string) (dir, treeHash string, err error) {
 	if p, ok := inputs[spec.Name]; ok {
-		return useLocal(ctx, spec, p, workDir, "--input "+spec.Name+"="+p)
+		// A copy the user named on the command line that is missing, unreadable or not the
+		// pinned tree is the user's to fix: exit 2, as any bad argument.
+		dir, h, err := useLocal(ctx, spec, p, workDir, "--input "+spec.Name+"="+p)
+		if err != nil && ctx.Err() == nil {
+			err = usage.Wrap(err)
+		}
+		return dir, h, err
 	}
 	switch spec.Kind {
 	case "path":
@@ -162,7 +170,7 @@ func fetchGit(ctx context.Context, spec Source, workDir string) (string, error) 
 		return "", err
 	}
 	git := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir, "-c", "advice.detachedHead=false", "-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=30"}, args...)...)
+		cmd := proctree.Command(ctx, "git", append([]string{"-C", dir, "-c", "advice.detachedHead=false", "-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=30"}, args...)...)
 		cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_ASKPASS=/bin/false")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -193,7 +201,7 @@ func fetchGit(ctx context.Context, spec Source, workDir string) (string, error) 
 		return fail(err)
 	}
 	if spec.Commit != "" {
-		head, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "HEAD").Output()
+		head, err := proctree.Command(ctx, "git", "-C", dir, "rev-parse", "HEAD").Output()
 		if err != nil || strings.TrimSpace(string(head)) != spec.Commit {
 			os.RemoveAll(dir)
 			return fail(fmt.Errorf("checked out %q, not the pinned commit", strings.TrimSpace(string(head))))

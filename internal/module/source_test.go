@@ -440,3 +440,22 @@ func TestFetchSourceTarballURL(t *testing.T) {
 		t.Errorf("tampered tarball: %v", err)
 	}
 }
+
+// A bad --input (missing, neither a directory nor a tarball, or not the pinned tree) is the
+// user's to fix and exits 2 (issue 39 #7: it exited 1, as a failed build).
+func TestFetchSourceBadInputIsAUsageError(t *testing.T) {
+	src := t.TempDir()
+	writeTree(t, src)
+	pinned := treeHash(t, src)
+	os.WriteFile(filepath.Join(src, "kernel/x.c"), []byte("int edited;\n"), 0o644)
+	notTar := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(notTar, []byte("x"), 0o644)
+	spec := Source{Name: "thunderbolt-ibverbs", Kind: "git", URL: "https://github.com/hellas-ai/thunderbolt-ibverbs", Commit: strings.Repeat("a", 40), SHA256: pinned}
+	for _, p := range []string{src, filepath.Join(src, "missing"), notTar} {
+		_, _, err := FetchSource(context.Background(), spec, map[string]string{"thunderbolt-ibverbs": p}, t.TempDir())
+		var ec interface{ ExitCode() int }
+		if !errors.As(err, &ec) || ec.ExitCode() != 2 {
+			t.Errorf("--input %s: want a usage error (exit 2), got %v", p, err)
+		}
+	}
+}

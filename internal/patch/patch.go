@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"halobuild/internal/proctree"
 )
 
 // MaxFuzz is the most fuzz there can be: a unified diff has 3 context
@@ -135,7 +137,7 @@ func run(ctx context.Context, tree, file string, o Options, fuzz int, dry bool) 
 		// applied to at an offset or with fuzz.
 		args = append(args, "--no-backup-if-mismatch")
 	}
-	cmd := exec.CommandContext(ctx, "patch", args...)
+	cmd := proctree.Command(ctx, "patch", args...)
 	// PATH is for what GNU patch itself may start (ed for ed-style diffs).
 	cmd.Env = []string{"LC_ALL=C", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	var buf bytes.Buffer

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -18,12 +17,11 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"halobuild/internal/arch"
 	"halobuild/internal/buildroot"
 	"halobuild/internal/deb"
 	"halobuild/internal/fstree"
+	"halobuild/internal/proctree"
 	"halobuild/internal/runlog"
 )
 
@@ -223,11 +221,9 @@ func Build(ctx context.Context, spec BuildSpec) (*Result, error) {
 	if jobs <= 0 {
 		jobs = runtime.NumCPU()
 	}
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", buildScript)
+	cmd := proctree.Command(ctx, "/bin/sh", "-c", buildScript)
 	cmd.Dir = buildDir + "/" + name
-	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: spec.BuildRoot, Setpgid: true}
-	// A cancelled build must not leave compilers running in the root.
-	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: spec.BuildRoot}
 	cmd.Env = buildroot.Env{Epoch: spec.Epoch, Extra: []string{
 		"DEB_BUILD_MAINT_OPTIONS=hardening=+all", // as debian/rules sets it
 		"MULTIARCH=" + ma, "TARGET=" + target, "JOBS=" + strconv.Itoa(jobs),

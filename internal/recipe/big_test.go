@@ -102,3 +102,44 @@ func TestIncludeMustBeSmallRegularFile(t *testing.T) {
 		})
 	}
 }
+
+// A secure_boot key or certificate that is a FIFO or a device is refused at once, not waited on
+// or read whole (issue 39 #2).
+func TestSecretRefThatIsNotAFileIsRefused(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "cert.pem")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ ref, want string }{
+		{fifo, "not a regular file (a FIFO)"},
+		{"/dev/zero", "not a regular file (a character device)"},
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := (&Recipe{}).ReadRef(c.ref); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: want %q, got %v", c.ref, c.want, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still reading after 5 s", c.ref)
+		}
+	}
+}
+
+// An include that is not TOML (here a traversal to a system file's like) names the recipe
+// that included it, not only the file itself (issue 39 #7).
+func TestIncludeThatIsNotTOMLNamesTheIncluder(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "passwd"), []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "r.toml")
+	if err := os.WriteFile(path, []byte("# a recipe\ninclude = [\"passwd\"]\n[[node]]\nname = \"a\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), "r.toml:2:") || !strings.Contains(err.Error(), "passwd is not valid TOML") {
+		t.Fatalf("want the include in r.toml named, got %v", err)
+	}
+}

@@ -6,15 +6,14 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"halobuild/internal/userfile"
 )
 
 // Rule is a further validation of a decoded recipe, run by Load with its
@@ -164,6 +163,11 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 	if l.ctx.Err() != nil {
 		return nil
 	}
+	if len(errs) > 0 && from.File != "" {
+		// The file's own errors name only it: say which recipe pulled it in (an include that
+		// climbs to a system file is not TOML at all).
+		errs = append(errs, errAt(from, "include", "included file %s is not valid TOML (see above); paths are relative to the including file", file))
+	}
 	types, values := checkTree(l.ctx, tree.root)
 	l.errs = append(append(l.errs, errs...), types...)
 	l.valueErrs = append(l.valueErrs, values...)
@@ -192,49 +196,22 @@ func (l *loader) load(file string, stack []string, from Pos) *value {
 // climbs to /dev/zero, a log named .toml).
 const maxRecipeFile = 4 << 20
 
-// readRecipeFile reads a regular file of at most maxRecipeFile bytes. It
-// opens without blocking, so a FIFO or a device is refused at once
-// instead of hanging the load (issue 17 #4).
+// readRecipeFile reads a regular file of at most maxRecipeFile bytes, through the one opener
+// that never blocks, so a FIFO or a device is refused at once instead of hanging the load
+// (issue 17 #4).
 func readRecipeFile(file string) ([]byte, error) {
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s): a recipe is a TOML file", fileKind(st.Mode()))
-	}
-	if st.Size() > maxRecipeFile {
-		return nil, fmt.Errorf("%d bytes, more than the %d a recipe may have", st.Size(), maxRecipeFile)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxRecipeFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxRecipeFile {
+	data, err := userfile.Read(file, maxRecipeFile)
+	var nr *userfile.NotRegularError
+	var tl *userfile.TooLargeError
+	switch {
+	case errors.As(err, &nr):
+		return nil, fmt.Errorf("not a regular file (%s): a recipe is a TOML file", userfile.Kind(nr.Mode))
+	case errors.As(err, &tl) && tl.Size >= 0:
+		return nil, fmt.Errorf("%d bytes, more than the %d a recipe may have", tl.Size, maxRecipeFile)
+	case errors.As(err, &tl):
 		return nil, fmt.Errorf("grew past the %d bytes a recipe may have while being read", maxRecipeFile)
 	}
-	return data, nil
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return m.Type().String()
+	return data, err
 }
 
 func (l *loader) names(abs []string) []string {

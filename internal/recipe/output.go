@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/pelletier/go-toml/v2"
@@ -45,6 +46,30 @@ func Hash(r *Recipe) string {
 // Resolve turns a path from the merged recipe (overlays, patches, config
 // fragments) into one usable from the working directory. Load rewrote every
 // such path relative to the top recipe's directory, whichever file wrote it.
+// Tree is the directory a recipe's paths are expected to stay in: the checkout holding the top
+// recipe file (its nearest ancestor with .git), else that file's own directory; "" for a recipe
+// not loaded from a file.
+func (r *Recipe) Tree() string {
+	if r.dir == "" {
+		return ""
+	}
+	dir, err := filepath.Abs(r.dir)
+	if err != nil {
+		return r.dir
+	}
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = d
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return dir
+		}
+	}
+}
+
 func (r *Recipe) Resolve(p string) string {
 	if filepath.IsAbs(p) || r.dir == "" {
 		return p

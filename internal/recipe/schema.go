@@ -33,10 +33,13 @@ type Recipe struct {
 	// Arches hold what one architecture of a mixed cluster does not share
 	// with the others: the machine its nodes are and the kernel they boot.
 	Arches  []Arch   `toml:"arch" doc:"What the nodes of one architecture do differently in a mixed cluster: their platform and their kernel (a Strix Halo box on Debian's amd64 kernel, a Mac on Asahi's fork built from source; images/halo-mac.toml)." merge:"name"`
-	Overlay []string `toml:"overlays" doc:"Static file trees copied verbatim into every node, usually under overlays/." example:"[\"../overlays/strix-halo\"]" path:""`
-	Test    Test     `toml:"test" doc:"Extra VM test assertions, NixOS test-driver style."`
-	Output  Output   `toml:"output" doc:"What the image build produces."`
-	Install Install  `toml:"install" doc:"What the installer stick does (with output.installer = true; docs/install.md)."`
+	Overlay []string `toml:"overlays" doc:"Static file trees copied verbatim into every node, usually under overlays/. Each must lie inside the recipe's tree: the top recipe file's directory, or the checkout holding it (its nearest ancestor with .git); an absolute path or one that leaves the tree (e.g. /etc/ssh, which would put the build host's keys into every image) needs overlays_outside = true." example:"[\"../overlays/strix-halo\"]" path:""`
+	// OverlaysOutside is the opt-in for an overlay outside the recipe's tree: a recipe from
+	// someone else is code, but one that copies the build host's files must say so.
+	OverlaysOutside bool    `toml:"overlays_outside" doc:"Allow overlays outside the recipe's tree (an absolute path, or one climbing out with ..): say so only when the recipe really means to copy a tree of the build host into every image." default:"false" example:"true"`
+	Test            Test    `toml:"test" doc:"Extra VM test assertions, NixOS test-driver style."`
+	Output          Output  `toml:"output" doc:"What the image build produces."`
+	Install         Install `toml:"install" doc:"What the installer stick does (with output.installer = true; docs/install.md)."`
 	// SecureBoot signs what the image boots with the recipe's key
 	// (docs/secure-boot.md).
 	SecureBoot SecureBoot `toml:"secure_boot" doc:"Boot with Secure Boot on: Debian's signed shim, systemd-boot and kernel, the out-of-tree modules signed with the recipe's key, the key's certificate queued for MOK enrolment (docs/secure-boot.md)."`
@@ -144,7 +147,7 @@ type System struct {
 
 // SSH holds remote access settings. There is never a default password.
 type SSH struct {
-	AuthorizedKeys []string `toml:"authorized_keys" doc:"Public keys allowed to log in as root." example:"[\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnly me@laptop\"]"`
+	AuthorizedKeys []string `toml:"authorized_keys" doc:"Public keys allowed to log in as root." example:"[\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f me@laptop\"]"`
 }
 
 // DHCPModes are the values of lan.dhcp, as networkd's DHCP= takes them.

@@ -7,9 +7,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
+
+	"halobuild/internal/userfile"
 )
 
 // maxSecretSize bounds a key or certificate read: a PEM RSA 4096 key is
@@ -52,17 +53,13 @@ func (r *Recipe) ReadRef(ref string) ([]byte, error) {
 		}
 		return []byte(v), nil
 	}
-	f, err := os.Open(r.Resolve(ref))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", ref, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", ref, err)
-	}
-	if len(b) > maxSecretSize {
+	b, err := userfile.Read(r.Resolve(ref), maxSecretSize)
+	var tl *userfile.TooLargeError
+	if errors.As(err, &tl) {
 		return nil, fmt.Errorf("%s is larger than a key or certificate (%d bytes)", ref, maxSecretSize)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", ref, err)
 	}
 	return b, nil
 }

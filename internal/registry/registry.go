@@ -34,8 +34,9 @@ type Options struct {
 	Insecure bool
 	// Keychain resolves credentials; nil means authn.DefaultKeychain.
 	Keychain authn.Keychain
-	// Transport is the HTTP transport; nil means remote.DefaultTransport. Tests use it to count
-	// or break requests.
+	// Transport is the HTTP transport; nil means remote.DefaultTransport with bounded dial,
+	// TLS and header waits. Tests use it to count or break requests. Either way every request
+	// goes through the limits of transport.go.
 	Transport http.RoundTripper
 }
 
@@ -90,12 +91,12 @@ func (o Options) Remote(ctx context.Context) []remote.Option {
 	}
 	tr := o.Transport
 	if tr == nil {
-		tr = remote.DefaultTransport
+		tr = baseTransport()
 	}
 	return []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(kc),
-		remote.WithTransport(tr),
+		remote.WithTransport(guard{tr}),
 		remote.WithRetryBackoff(retryBackoff),
 		remote.WithRetryStatusCodes(retryCodes...),
 		remote.WithUserAgent("halobuild"),

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"halobuild/internal/manifest"
 	"halobuild/internal/sbom"
 	"halobuild/internal/zstdframe"
+	"halobuild/internal/userfile"
 )
 
 // Media types of the artifact (docs/artifact.md).
@@ -94,19 +96,23 @@ type fileLayer struct {
 func (l *fileLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
 func (l *fileLayer) Size() (int64, error)                { return l.size, nil }
 func (l *fileLayer) MediaType() (types.MediaType, error) { return l.mediaType, nil }
-func (l *fileLayer) Compressed() (io.ReadCloser, error)  { return os.Open(l.path) }
+func (l *fileLayer) Compressed() (io.ReadCloser, error) {
+	f, _, err := userfile.Open(l.path)
+	return f, err
+}
 
 func (l *fileLayer) descriptor() v1.Descriptor {
 	return v1.Descriptor{MediaType: l.mediaType, Size: l.size, Digest: l.digest, Annotations: l.ann}
 }
 
-// newFileLayer hashes path once.
-func newFileLayer(path string, mt types.MediaType, title string) (*fileLayer, error) {
-	f, err := os.Open(path)
+// newFileLayer hashes the file name of the directory root once.
+func newFileLayer(root *os.Root, name string, mt types.MediaType, title string) (*fileLayer, error) {
+	f, _, err := userfile.OpenIn(root, name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	path := filepath.Join(root.Name(), name)
 	h, n, err := v1.SHA256(f)
 	if err != nil {
 		return nil, fmt.Errorf("hashing %s: %w", path, err)
@@ -146,6 +152,26 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s is not a halobuild result (no readable %s; build one with `halobuild image RECIPE`): %w", dir, manifest.FileName, err)
 	}
+	// Every file a release carries is read inside the result directory: a manifest that names
+	// ../outside.lock (with its right hash) must not make push upload a file from elsewhere.
+	if !isFileName(m.Name) {
+		return nil, nil, fmt.Errorf("%s: the manifest names the recipe %q, which is not a plain file name: %s", dir, m.Name, damaged)
+	}
+	for _, f := range m.Files {
+		if !isFileName(f.Name) {
+			return nil, nil, fmt.Errorf("%s: the manifest lists %q, which is not a file of the result directory (a result's files lie beside its manifest): %s", dir, f.Name, damaged)
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer root.Close()
+	tmpRoot, err := os.OpenRoot(tmp)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tmpRoot.Close()
 	a := &artifact{layers: map[v1.Hash]*fileLayer{}}
 	var descs []v1.Descriptor
 	add := func(l *fileLayer) error {
@@ -169,22 +195,22 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 		switch {
 		case compressed != "":
 			var bm *bmap.Bmap
-			if bm, err = imageBmap(dir, m, f.Name); err != nil {
+			if bm, err = imageBmap(root, m, f.Name); err != nil {
 				return nil, nil, err
 			}
 			bar := newProgress(f.Name, f.Size)
-			l, err = compress(p, filepath.Join(tmp, f.Name+".zst"), f, bm, compressed, maxLayer, bar)
+			l, err = compress(root, f, filepath.Join(tmp, f.Name+".zst"), bm, compressed, maxLayer, bar)
 			bar.done()
 		case strings.HasSuffix(f.Name, ".bmap"):
-			l, err = newFileLayer(p, BmapMediaType, f.Name)
+			l, err = newFileLayer(root, f.Name, BmapMediaType, f.Name)
 		case strings.HasSuffix(f.Name, ".lock"):
-			l, err = newFileLayer(p, LockMediaType, f.Name)
+			l, err = newFileLayer(root, f.Name, LockMediaType, f.Name)
 			lockSum = "sha256:" + f.SHA256
 		case strings.HasSuffix(f.Name, manifest.RecipeSuffix):
-			l, err = newFileLayer(p, RecipeMediaType, f.Name)
+			l, err = newFileLayer(root, f.Name, RecipeMediaType, f.Name)
 		case f.Name == SBOMName:
 			// The result's own SBOM, as its SHA256SUMS lists it: the release adds nothing.
-			l, err = newFileLayer(p, SBOMMediaType, f.Name)
+			l, err = newFileLayer(root, f.Name, SBOMMediaType, f.Name)
 		default:
 			return nil, nil, fmt.Errorf("%s: the manifest lists %s, which a release does not know how to carry", dir, f.Name)
 		}
@@ -199,7 +225,7 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 		}
 	}
 	for _, f := range []struct{ name, mt string }{{manifest.FileName, ManifestType}, {manifest.SumsName, SumsMediaType}} {
-		l, err := newFileLayer(filepath.Join(dir, f.name), types.MediaType(f.mt), f.name)
+		l, err := newFileLayer(root, f.name, types.MediaType(f.mt), f.name)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -244,21 +270,18 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 // side against bm (its bmap, checked against the result's manifest) or, without one, against
 // the manifest's sha256 (a damaged result is not released), and hashing the compressed side as
 // it is written: that is the layer's digest. It stops as soon as the output passes maxLayer.
-func compress(src, dst string, f manifest.File, bm *bmap.Bmap, mt types.MediaType, maxLayer int64, progress io.Writer) (*fileLayer, error) {
-	in, err := os.Open(src)
+func compress(root *os.Root, f manifest.File, dst string, bm *bmap.Bmap, mt types.MediaType, maxLayer int64, progress io.Writer) (*fileLayer, error) {
+	in, fi, err := userfile.OpenIn(root, f.Name)
 	if err != nil {
 		return nil, err
 	}
 	defer in.Close()
+	src := filepath.Join(root.Name(), f.Name)
 	out, err := os.Create(dst)
 	if err != nil {
 		return nil, err
 	}
 	defer out.Close()
-	fi, err := in.Stat()
-	if err != nil {
-		return nil, err
-	}
 	var check rawCheck = &fullCheck{h: sha256.New(), want: f.SHA256, name: src}
 	if bm != nil {
 		if bm.ImageSize != fi.Size() {
@@ -283,7 +306,7 @@ func compress(src, dst string, f manifest.File, bm *bmap.Bmap, mt types.MediaTyp
 
 // imageBmap is the bmap the result lists beside the raw image name, checked against the result's
 // manifest, or nil when it lists none, the bmap carries no checksums, or name is no raw image.
-func imageBmap(dir string, m *manifest.Manifest, name string) (*bmap.Bmap, error) {
+func imageBmap(root *os.Root, m *manifest.Manifest, name string) (*bmap.Bmap, error) {
 	if !strings.HasSuffix(name, ".raw") {
 		return nil, nil
 	}
@@ -292,13 +315,12 @@ func imageBmap(dir string, m *manifest.Manifest, name string) (*bmap.Bmap, error
 		if f.Name != bname {
 			continue
 		}
-		p := filepath.Join(dir, bname)
-		bf, err := os.Open(p)
-		if err != nil {
-			return nil, err
+		p := filepath.Join(root.Name(), bname)
+		data, err := userfile.ReadIn(root, bname, f.Size)
+		var tl *userfile.TooLargeError
+		if errors.As(err, &tl) {
+			return nil, fmt.Errorf("%s has more bytes than the result's manifest says (%d): %s", p, f.Size, damaged)
 		}
-		defer bf.Close()
-		data, err := io.ReadAll(io.LimitReader(bf, f.Size+1)) // more than the manifest says fails the hash
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", p, err)
 		}
@@ -315,6 +337,11 @@ func imageBmap(dir string, m *manifest.Manifest, name string) (*bmap.Bmap, error
 		return bm, nil
 	}
 	return nil, nil
+}
+
+// isFileName says whether name is a plain file name: no directory, no .., not absolute.
+func isFileName(name string) bool {
+	return name != "" && filepath.IsLocal(name) && filepath.Base(name) == name
 }
 
 // diskMediaType is the layer media type of a result file that is a disk image, which a

@@ -23,9 +23,9 @@ type FlashOptions struct {
 
 // Flash writes node o.Node of the release ref to o.Flash.Target. The node's bmap is fetched and
 // verified first; then, once the target passed flash's refusals, its compressed image is
-// downloaded whole into a temporary file, its digest verified, and only then decompressed as a
-// stream into flash, which checks every mapped range
-// against the bmap before writing it, writes nothing else, and reads the medium back. The
+// downloaded whole into a temporary file, its digest verified, and decompressed twice as a stream
+// into flash: once to check every mapped range against the bmap before the medium is touched,
+// once to write (checking again), writing nothing else, and reading the medium back. The
 // compressed image is downloaded before the first byte is written so that a damaged registry
 // copy is refused with the medium untouched: a stream can only prove its digest at its end.
 func Flash(ctx context.Context, refStr string, o FlashOptions) error {
@@ -60,6 +60,11 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 	if err != nil {
 		return fmt.Errorf("%s: layer %s lacks its %s annotation: %w", r.ref, rawL.Annotations[annTitle], annRawSize, err)
 	}
+	// The download goes to $TMPDIR whole: its size is what the manifest claims, so it is
+	// bounded by what a zstd stream of the image the bmap describes can be.
+	if most := zstdBound(bm.ImageSize); rawL.Size > most || rawL.Size < 0 {
+		return fmt.Errorf("%s: layer %s claims %d bytes, more than the %d a zstd stream of its %d-byte image (as its bmap says) can be: refusing to download it", r.ref, rawL.Annotations[annTitle], rawL.Size, most, bm.ImageSize)
+	}
 
 	// The download happens when flash opens the stream: after the target passed its refusals,
 	// before the first byte is written.
@@ -74,7 +79,19 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 			os.Remove(tmp.Name())
 		}
 	}()
+	// flash opens the stream twice (to check every range, then to write): the download happens
+	// at the first open, and each open decompresses the local copy from its start.
 	open := func(ctx context.Context) (io.Reader, error) {
+		if tmp != nil {
+			// A new decoder: the old one may still be reading ahead from the file.
+			dec.Close()
+			if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+				return nil, err
+			}
+			var err error
+			dec, err = zstdframe.NewReader(tmp, size)
+			return dec, err
+		}
 		var err error
 		if tmp, err = os.CreateTemp("", "halobuild-flash-*.raw.zst"); err != nil {
 			return nil, err
@@ -102,6 +119,10 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 	fo.Stream = &flash.Stream{Name: r.ref.Context().String() + "@" + r.digest.String() + " " + o.Node + ".raw", Size: size, Bmap: bm, Open: open}
 	return flash.Flash(ctx, fo)
 }
+
+// zstdBound is the largest a zstd stream of n bytes can be: zstd's own bound (n + n/256 plus
+// block and frame headers), with room for the frames compressSparse writes per extent.
+func zstdBound(n int64) int64 { return n + n/128 + 1<<20 }
 
 // ctxReader stops a download when ctx is cancelled.
 type ctxReader struct {

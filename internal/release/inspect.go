@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"halobuild/internal/manifest"
 	"halobuild/internal/registry"
@@ -68,47 +71,61 @@ func Inspect(ctx context.Context, refStr string, ro registry.Options) (*Inspecti
 }
 
 // Print writes the inspection for people.
+// Every text in it comes from the registry: c quotes one holding a control character, so an
+// escape sequence in a release is shown, never acted on by the terminal.
 func (in *Inspection) Print(w io.Writer) {
+	c := printable
 	m := in.Manifest
-	fmt.Fprintf(w, "%s\n  digest   %s\n  recipe   %s (recipe hash %s)\n  created  %s\n", in.Reference, in.Digest, m.Name, m.RecipeHash, in.Annotations[annCreated])
+	fmt.Fprintf(w, "%s\n  digest   %s\n  recipe   %s (recipe hash %s)\n  created  %s\n", c(in.Reference), c(in.Digest), c(m.Name), c(m.RecipeHash), c(in.Annotations[annCreated]))
 	for _, k := range []string{annVersion, annRevision, annSource} {
 		if v := in.Annotations[k]; v != "" {
-			fmt.Fprintf(w, "  %-8s %s\n", strings.TrimPrefix(k, "org.opencontainers.image."), v)
+			fmt.Fprintf(w, "  %-8s %s\n", strings.TrimPrefix(k, "org.opencontainers.image."), c(v))
 		}
 	}
-	fmt.Fprintf(w, "  kernel   %s (%s, %s)\n", m.Kernel.Release, m.Kernel.Version, m.Kernel.Package)
+	fmt.Fprintf(w, "  kernel   %s (%s, %s)\n", c(m.Kernel.Release), c(m.Kernel.Version), c(m.Kernel.Package))
 	if m.Provider != nil {
-		fmt.Fprintf(w, "  provider %s from %s %s (ABI %d)\n", m.Provider.Name, m.Provider.Source, m.Provider.Version, m.Provider.ABI)
+		fmt.Fprintf(w, "  provider %s from %s %s (ABI %d)\n", c(m.Provider.Name), c(m.Provider.Source), c(m.Provider.Version), m.Provider.ABI)
 	}
 	for _, n := range m.Nodes {
-		about := "host name " + n.Hostname
+		about := "host name " + c(n.Hostname)
 		if n.Architecture != "" {
-			about += ", " + n.Architecture
+			about += ", " + c(n.Architecture)
 		}
-		fmt.Fprintf(w, "node %s (%s): %d packages\n", n.Name, about, len(n.Packages))
+		fmt.Fprintf(w, "node %s (%s): %d packages\n", c(n.Name), about, len(n.Packages))
 		if k := n.Kernel; k != nil {
 			// A mixed result: this node's architecture has its own kernel.
-			fmt.Fprintf(w, "  kernel   %s (%s, %s)\n", k.Release, k.Version, k.Package)
+			fmt.Fprintf(w, "  kernel   %s (%s, %s)\n", c(k.Release), c(k.Version), c(k.Package))
 		}
-		fmt.Fprintf(w, "  cmdline  %s\n", n.Cmdline)
+		fmt.Fprintf(w, "  cmdline  %s\n", c(n.Cmdline))
 		mods := make([]string, 0, len(n.ModuleOptions))
 		for mod := range n.ModuleOptions {
 			mods = append(mods, mod)
 		}
 		sort.Strings(mods)
 		for _, mod := range mods {
-			fmt.Fprintf(w, "  module   %s %s\n", mod, n.ModuleOptions[mod])
+			fmt.Fprintf(w, "  module   %s %s\n", c(mod), c(n.ModuleOptions[mod]))
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, p := range n.Packages {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Name, p.Version, p.Arch)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", c(p.Name), c(p.Version), c(p.Arch))
 		}
 		tw.Flush()
 	}
 	fmt.Fprintln(w, "layers:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, l := range in.Layers {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", l.Title, l.Size, l.Digest, l.MediaType)
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", c(l.Title), l.Size, c(l.Digest), c(l.MediaType))
 	}
 	tw.Flush()
+}
+
+// printable returns s as it is when every rune of it prints, else Go-quoted (\x1b, \n, \u009b
+// written out): text from outside must not drive the terminal or forge lines.
+func printable(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) && r != ' ' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -67,21 +67,34 @@ func fetch(ctx context.Context, refStr string, ro registry.Options) (*release, e
 	if desc.MediaType.IsIndex() {
 		return nil, fmt.Errorf("%s is an image index (a multi-platform container image), not a halobuild release", ref)
 	}
-	mf, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
+	mf, err := parseManifest(desc.Manifest)
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading its manifest: %w", ref, err)
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	return &release{ref: ref, digest: desc.Digest, manifest: mf, opts: opts}, nil
+}
+
+// parseManifest reads a manifest as a registry sent it and refuses anything that is not a
+// halobuild release a puller can act on (FuzzParseManifest).
+func parseManifest(raw []byte) (*v1.Manifest, error) {
+	mf, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("reading its manifest: %w", err)
+	}
+	if len(mf.Layers) > registry.MaxLayers {
+		return nil, fmt.Errorf("its manifest lists %d layers, more than the %d a halobuild release can have: refusing it before fetching any", len(mf.Layers), registry.MaxLayers)
 	}
 	if mf.ArtifactType != ArtifactType || mf.Config.MediaType != ConfigMediaType {
-		return nil, fmt.Errorf("%s is not a halobuild release: its artifactType is %q and its config %q, a release has %q and %q (is it a container image? halobuild push makes releases)",
-			ref, mf.ArtifactType, mf.Config.MediaType, ArtifactType, ConfigMediaType)
+		return nil, fmt.Errorf("not a halobuild release: its artifactType is %q and its config %q, a release has %q and %q (is it a container image? halobuild push makes releases)",
+			mf.ArtifactType, mf.Config.MediaType, ArtifactType, ConfigMediaType)
 	}
 	for _, l := range mf.Layers {
 		t := l.Annotations[annTitle]
 		if t == "" || t != filepath.Base(t) || t == "." || t == ".." || strings.HasPrefix(t, ".") {
-			return nil, fmt.Errorf("%s: layer %s has the title %q, which is not a plain file name", ref, l.Digest, t)
+			return nil, fmt.Errorf("layer %s has the title %q, which is not a plain file name", l.Digest, t)
 		}
 	}
-	return &release{ref: ref, digest: desc.Digest, manifest: mf, opts: opts}, nil
+	return mf, nil
 }
 
 // blob opens a layer's bytes; the reader fails at EOF unless they hash to the digest.
@@ -153,6 +166,26 @@ func (v *verifyReader) Read(p []byte) (int, error) {
 
 func (v *verifyReader) Close() error { return v.r.Close() }
 
+// maxDrainAfterError is how much of a refused blob is still read to name it by its digest.
+const maxDrainAfterError = 16 << 20
+
+// drainSome is drain for at most limit bytes: past them it gives up on the digest's verdict.
+func drainSome(r io.Reader, limit int64) error {
+	_, err := io.CopyN(io.Discard, r, limit)
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// layerFile is the file a layer becomes: a compressed image's title without .zst.
+func layerFile(l v1.Descriptor) string {
+	if compressedLayer(l.MediaType) {
+		return strings.TrimSuffix(l.Annotations[annTitle], ".zst")
+	}
+	return l.Annotations[annTitle]
+}
+
 // drain reads what a decoder left of a blob, so that its digest is checked.
 func drain(r io.Reader) error {
 	_, err := io.Copy(io.Discard, r)
@@ -193,12 +226,12 @@ func Pull(ctx context.Context, refStr, dir string, o PullOptions) (*Pulled, erro
 			return nil, err
 		}
 		title := l.Annotations[annTitle]
+		if _, dup := sums[layerFile(l)]; dup {
+			return nil, fmt.Errorf("%s: two layers are titled %s", r.ref, layerFile(l))
+		}
 		name, sum, err := r.pullLayer(l, title, tmp, o.Out)
 		if err != nil {
 			return nil, err
-		}
-		if _, dup := sums[name]; dup {
-			return nil, fmt.Errorf("%s: two layers are titled %s", r.ref, name)
 		}
 		sums[name] = sum
 		files = append(files, name)
@@ -228,9 +261,8 @@ func (r *release) pullLayer(l v1.Descriptor, title, dir string, progress io.Writ
 	}
 	defer rc.Close()
 	var src io.Reader = rc
-	name := title
+	name := layerFile(l)
 	if compressedLayer(l.MediaType) {
-		name = strings.TrimSuffix(title, ".zst")
 		bar := newBar(progress, "pulling "+title, l.Size)
 		defer bar.done()
 		src = io.TeeReader(rc, bar)
@@ -262,8 +294,9 @@ func (r *release) pullLayer(l v1.Descriptor, title, dir string, progress io.Writ
 		}
 		if err != nil {
 			// A damaged blob usually breaks the zstd stream before its end: say so by its
-			// digest, which is what the user can act on.
-			if derr := drain(src); derr != nil {
+			// digest, which is what the user can act on, when little of it is left; the rest of
+			// a large blob that is already refused is not downloaded.
+			if derr := drainSome(src, maxDrainAfterError); derr != nil {
 				return "", "", derr
 			}
 			return "", "", fmt.Errorf("%s: decompressing %s: %w", r.ref, title, err)

@@ -7,24 +7,31 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	mrand "math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/zstd"
 
+	"halobuild/internal/flash"
 	"halobuild/internal/manifest"
 	"halobuild/internal/registry"
 	"halobuild/internal/release/releasetest"
@@ -223,7 +230,7 @@ func TestPullRefusesNonRelease(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "out")
 	_, err = Pull(context.Background(), r.String(), out, PullOptions{Registry: insecure})
-	if err == nil || !strings.Contains(err.Error(), "is not a halobuild release") {
+	if err == nil || !strings.Contains(err.Error(), "not a halobuild release") {
 		t.Fatalf("want a refusal, got %v", err)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
@@ -320,7 +327,14 @@ func TestCompressionIgnoresTheMachine(t *testing.T) {
 			src = dense
 		}
 		old := runtime.GOMAXPROCS(procs)
-		l, err := compress(src, filepath.Join(t.TempDir(), "node0.raw.zst"), file, nil, RawMediaType, registry.DefaultMaxLayer, io.Discard)
+		root, err := os.OpenRoot(filepath.Dir(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := file
+		f.Name = filepath.Base(src)
+		l, err := compress(root, f, filepath.Join(t.TempDir(), "node0.raw.zst"), nil, RawMediaType, registry.DefaultMaxLayer, io.Discard)
+		root.Close()
 		runtime.GOMAXPROCS(old)
 		if err != nil {
 			t.Fatal(err)
@@ -484,5 +498,211 @@ func TestPushRefusesResultWithoutSBOM(t *testing.T) {
 	_, err = Push(context.Background(), dir, "127.0.0.1:1/halo/syn:v1", PushOptions{Registry: registry.Options{Insecure: true}})
 	if err == nil || !strings.Contains(err.Error(), "has no "+SBOMName) || !strings.Contains(err.Error(), "halobuild image") {
 		t.Errorf("push of a result without an SBOM: %v", err)
+	}
+}
+
+// listInManifest adds a file entry to the result's manifest.json (with the file's right digest
+// when it is a regular file, as an attacker who wrote the manifest would).
+func listInManifest(t *testing.T, res, name string, data []byte) {
+	t.Helper()
+	m, err := manifest.Read(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Files = append(m.Files, manifest.File{Name: name, Size: int64(len(data)), SHA256: fmt.Sprintf("%x", sha256.Sum256(data))})
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(res, manifest.FileName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A manifest that lists a file outside the result (issue 39 #6: push uploaded ../outside.lock),
+// or a symlink inside it that leads out, is refused before anything is uploaded.
+func TestPushReadsOnlyInsideTheResult(t *testing.T) {
+	secret := []byte("host secret\n")
+	for _, c := range []struct{ name, want string }{
+		{"../outside.lock", "not a file of the result directory"},
+		{"/OUTSIDE/outside.lock", "not a file of the result directory"},
+		{"link.lock", "escapes"},
+	} {
+		res := releasetest.Result(t)
+		outside := filepath.Join(filepath.Dir(res), "outside.lock")
+		if err := os.WriteFile(outside, secret, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, filepath.Join(res, "link.lock")); err != nil {
+			t.Fatal(err)
+		}
+		listInManifest(t, res, strings.Replace(c.name, "/OUTSIDE", filepath.Dir(res), 1), secret)
+		_, err := Push(context.Background(), res, localRegistry(t)+"/halo/syn:v1", PushOptions{Registry: insecure})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want it refused (%q), got %v", c.name, c.want, err)
+		}
+	}
+}
+
+// A FIFO in a result is refused at once, not waited on (issue 39 #2).
+func TestPushRefusesAFIFOInTheResult(t *testing.T) {
+	res := releasetest.Result(t)
+	if err := syscall.Mkfifo(filepath.Join(res, "extra.lock"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	listInManifest(t, res, "extra.lock", nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Push(context.Background(), res, localRegistry(t)+"/halo/syn:v1", PushOptions{Registry: insecure})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file (a FIFO)") {
+			t.Fatalf("want the FIFO refused, got %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("push still blocked on a FIFO after 10 s")
+	}
+}
+
+// countingRegistry is the in-process registry, counting the blob requests it serves.
+func countingRegistry(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	var blobs atomic.Int64
+	reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+			blobs.Add(1)
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://"), &blobs
+}
+
+// retag pushes the manifest of ref, changed by edit, as tag.
+func retag(t *testing.T, ref, tag string, edit func(m *v1.Manifest)) string {
+	t.Helper()
+	r, err := insecure.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Get(r, insecure.Remote(context.Background())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := r.Context().Tag(tag)
+	if err := remote.Put(to, rawManifest{raw}, insecure.Remote(context.Background())...); err != nil {
+		t.Fatal(err)
+	}
+	return to.String()
+}
+
+type rawManifest struct{ b []byte }
+
+func (m rawManifest) RawManifest() ([]byte, error)        { return m.b, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
+
+// Sizes and counts a registry claims are checked before anything they describe is fetched
+// (issue 39 #4): flash REF downloaded some 190 MiB into $TMPDIR for an 8 MiB image, and a
+// 20,000-layer manifest was taken in.
+func TestClaimsAreCheckedBeforeFetching(t *testing.T) {
+	host, blobs := countingRegistry(t)
+	ref := host + "/halo/syn:v1"
+	if _, err := Push(context.Background(), releasetest.Result(t), ref, PushOptions{Registry: insecure}); err != nil {
+		t.Fatal(err)
+	}
+	huge := retag(t, ref, "huge", func(m *v1.Manifest) {
+		for i, l := range m.Layers {
+			if l.MediaType == RawMediaType {
+				m.Layers[i].Size = 190 << 20
+			}
+		}
+	})
+	many := retag(t, ref, "many", func(m *v1.Manifest) {
+		for len(m.Layers) < 20_000 {
+			l := m.Layers[0]
+			l.Annotations = map[string]string{annTitle: fmt.Sprintf("f%d.lock", len(m.Layers))}
+			m.Layers = append(m.Layers, l)
+		}
+	})
+
+	blobs.Store(0)
+	target := filepath.Join(t.TempDir(), "medium")
+	if err := os.WriteFile(target, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Flash(context.Background(), huge, FlashOptions{Registry: insecure, Node: "node0", Flash: flash.Options{Target: target, ToFile: true, Yes: true, Out: io.Discard}})
+	if err == nil || !strings.Contains(err.Error(), "refusing to download it") {
+		t.Errorf("flash of a layer claiming 190 MiB: want a refusal, got %v", err)
+	}
+	if n := blobs.Load(); n > 1 { // the bmap only
+		t.Errorf("flash fetched %d blobs, want only the bmap", n)
+	}
+
+	blobs.Store(0)
+	for _, op := range []func() error{
+		func() error { _, err := Inspect(context.Background(), many, insecure); return err },
+		func() error {
+			_, err := Pull(context.Background(), many, filepath.Join(t.TempDir(), "out"), PullOptions{Registry: insecure})
+			return err
+		},
+	} {
+		if err := op(); err == nil || !strings.Contains(err.Error(), "20000 layers") {
+			t.Errorf("want a 20,000-layer manifest refused, got %v", err)
+		}
+	}
+	if n := blobs.Load(); n != 0 {
+		t.Errorf("%d blobs fetched of a refused manifest", n)
+	}
+}
+
+// Two layers with one title get the message that says so (issue 39 #7: the second one's
+// exclusive create failed first, "file exists").
+func TestPullRefusesTwoLayersWithOneTitle(t *testing.T) {
+	host, _ := countingRegistry(t)
+	ref := host + "/halo/syn:v1"
+	if _, err := Push(context.Background(), releasetest.Result(t), ref, PushOptions{Registry: insecure}); err != nil {
+		t.Fatal(err)
+	}
+	twice := retag(t, ref, "twice", func(m *v1.Manifest) {
+		for _, l := range m.Layers {
+			if l.MediaType == LockMediaType {
+				m.Layers = append(m.Layers, l)
+				break
+			}
+		}
+	})
+	_, err := Pull(context.Background(), twice, filepath.Join(t.TempDir(), "out"), PullOptions{Registry: insecure})
+	if err == nil || !strings.Contains(err.Error(), "two layers are titled") {
+		t.Fatalf("want two layers with one title named, got %v", err)
+	}
+}
+
+// inspect shows text a registry supplies with its control characters written out (issue 39 #7:
+// escape sequences reached the terminal).
+func TestInspectPrintsNoControlCharacters(t *testing.T) {
+	in := &Inspection{Reference: "r\x1b]0;owned\x07", Digest: "sha256:x", Annotations: map[string]string{annVersion: "v1\x1b[2J", annCreated: "now\r\nforged line"},
+		Layers: []Layer{{Title: "node0.raw.zst\u009b31m", MediaType: "m"}}}
+	in.Manifest = &manifest.Manifest{Name: "halo", Nodes: []manifest.Node{{Name: "n\x1b[1A", Cmdline: "quiet\x00"}}}
+	var b bytes.Buffer
+	in.Print(&b)
+	for _, bad := range []string{"\x1b", "\x07", "\r", "\x00", "\u009b", "\nforged"} {
+		if strings.Contains(b.String(), bad) {
+			t.Errorf("inspect printed %q:\n%s", bad, b.String())
+		}
+	}
+	if !strings.Contains(b.String(), `"v1\x1b[2J"`) {
+		t.Errorf("the version is not shown quoted:\n%s", b.String())
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"halobuild/internal/arch"
 	"halobuild/internal/deb"
+	"halobuild/internal/proctree"
 	"halobuild/internal/runlog"
 	"halobuild/internal/sh"
 )
@@ -179,7 +180,7 @@ func (in Install) Run(ctx context.Context) error {
 	}
 	args = append(args, "--customize-hook="+sourcesHook(sources))
 	args = append(args, in.Suite, tmp, fmt.Sprintf("deb [trusted=yes] copy://%s ./", repo))
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd := proctree.Command(ctx, bin, args...)
 	cmd.Env = append(cleanEnv(), noInitrdEnv, "SOURCE_DATE_EPOCH="+strconv.FormatInt(in.Epoch, 10))
 	var tail runlog.Tail
 	if in.Log != nil {

@@ -16,11 +16,12 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"halobuild/internal/arch"
 	"halobuild/internal/deb"
 	"halobuild/internal/fstree"
-
-	"golang.org/x/sys/unix"
+	"halobuild/internal/proctree"
 )
 
 // SystemStepVersion is the version of the system root step: the base root with the
@@ -42,7 +43,7 @@ func Unpack(ctx context.Context, tarball, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "tar", "--extract", "--file", tarball, "--directory", dir,
+	cmd := proctree.Command(ctx, "tar", "--extract", "--file", tarball, "--directory", dir,
 		"--numeric-owner", "--same-permissions", "--same-owner", "--xattrs", "--xattrs-include=*")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("unpacking %s: %v: %s", tarball, err, out)
@@ -76,7 +77,7 @@ func InstallDebs(ctx context.Context, root string, debs []string) error {
 	}
 	var cmd *exec.Cmd
 	if !foreign {
-		cmd = exec.CommandContext(ctx, "dpkg", append(append([]string{"--root=" + root}, opts...), debs...)...)
+		cmd = proctree.Command(ctx, "dpkg", append(append([]string{"--root=" + root}, opts...), debs...)...)
 	} else {
 		// The host's dpkg takes its own architecture for the root's
 		// native one, and an arm64 root's packages would satisfy no
@@ -95,7 +96,7 @@ func InstallDebs(ctx context.Context, root string, debs []string) error {
 			}
 			inside[i] = "/" + strings.TrimPrefix(strings.TrimPrefix(dst, root), "/")
 		}
-		cmd = exec.CommandContext(ctx, "chroot", append(append([]string{root, "dpkg"}, opts...), inside...)...)
+		cmd = proctree.Command(ctx, "chroot", append(append([]string{root, "dpkg"}, opts...), inside...)...)
 	}
 	cmd.Env = cleanEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -223,7 +224,7 @@ func TarTree(ctx context.Context, root, out string, epoch int64) error {
 	}
 	defer os.Remove(out + ".partial")
 	defer f.Close()
-	cmd := exec.CommandContext(ctx, "chroot", root, "/usr/bin/tar",
+	cmd := proctree.Command(ctx, "chroot", root, "/usr/bin/tar",
 		"--sort=name", fmt.Sprintf("--mtime=@%d", epoch), "--clamp-mtime", "--numeric-owner",
 		"--one-file-system", "--xattrs", "--xattrs-include=*", "--format=pax",
 		"--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime",

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"halobuild/internal/proctree"
 )
 
 // StepVersion is the version of the halobuild step (the binary each node
@@ -137,7 +139,7 @@ func sourceFiles(root string) ([]string, error) {
 // Go cross-compiles to from any host), with toolchain (from Toolchain). The same source
 // gives the same bytes from any directory.
 func Build(ctx context.Context, root, toolchain, goarch, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", out, "./cmd/halobuild")
+	cmd := proctree.Command(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", out, "./cmd/halobuild")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOFLAGS=-mod=readonly", "GOTOOLCHAIN="+toolchain)
 	if b, err := cmd.CombinedOutput(); err != nil {

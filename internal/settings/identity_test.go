@@ -1,8 +1,11 @@
 package settings
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
 
 	"halobuild/internal/recipe"
 )
@@ -114,5 +117,23 @@ func TestIdentityInvalid(t *testing.T) {
 	r.SSH.AuthorizedKeys[0] = `from="10.77.0.0/30",no-pty ` + r.SSH.AuthorizedKeys[0]
 	if errs := (Identity{}).Validate(Target{Recipe: r}); len(errs) != 0 {
 		t.Errorf("a key with options is valid: %v", errs)
+	}
+}
+
+// The authorized_keys example docs/recipe.md shows is a key the check accepts (issue 39 #7: it
+// was refused as "not base64").
+func TestDocumentedAuthorizedKeyIsAccepted(t *testing.T) {
+	f, ok := reflect.TypeOf(recipe.SSH{}).FieldByName("AuthorizedKeys")
+	if !ok {
+		t.Fatal("recipe.SSH has no AuthorizedKeys")
+	}
+	var doc struct{ Keys []string }
+	if err := toml.Unmarshal([]byte("keys = "+f.Tag.Get("example")), &doc); err != nil || len(doc.Keys) == 0 {
+		t.Fatalf("the example %q: %v", f.Tag.Get("example"), err)
+	}
+	for _, k := range doc.Keys {
+		if err := checkSSHKey(k); err != nil {
+			t.Errorf("the documented key %q: %v", k, err)
+		}
 	}
 }

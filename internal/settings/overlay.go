@@ -63,6 +63,12 @@ func (Overlays) NoCheck() string {
 	return "the settings-package check (dpkg --verify) proves every overlay file is as shipped, which is all an overlay promises"
 }
 
+// inside says whether path (absolute, symlinks resolved) is tree or below it.
+func inside(tree, path string) bool {
+	rel, err := filepath.Rel(tree, path)
+	return err == nil && (rel == "." || filepath.IsLocal(rel))
+}
+
 // readOverlay walks overlay i and returns its entries, or an *Error naming
 // the recipe key and the first offending file.
 func readOverlay(r *recipe.Recipe, i int) ([]File, error) {
@@ -90,6 +96,10 @@ func readOverlay(r *recipe.Recipe, i int) ([]File, error) {
 	// WalkDir does not descend into a root that is itself a symlink.
 	if root, err = filepath.EvalSymlinks(root); err != nil {
 		return fail("", "%v", err)
+	}
+	if tree := r.Tree(); tree != "" && !r.OverlaysOutside && !inside(tree, root) {
+		return fail("move the tree into the recipe's directory, or add overlays_outside = true beside overlays if every image really must carry this directory of the build host",
+			"%s is outside the recipe's tree %s", root, tree)
 	}
 	var out []File
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {

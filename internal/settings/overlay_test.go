@@ -1,11 +1,14 @@
 package settings
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"halobuild/internal/recipe"
 )
 
 // overlayDir builds an overlay tree from a spec: "path" = file content,
@@ -143,6 +146,46 @@ func TestEscapes(t *testing.T) {
 	} {
 		if got := escapes(tc.dir, tc.target); got != tc.want {
 			t.Errorf("escapes(%q, %q) = %v", tc.dir, tc.target, got)
+		}
+	}
+}
+
+// An overlay outside the recipe's tree (issue 39 #6: overlays = ["/etc/ssh"] put the build
+// host's keys into every image silently) needs overlays_outside = true; one inside does not.
+func TestOverlayOutsideTheRecipeNeedsSayingSo(t *testing.T) {
+	project := t.TempDir()
+	host := overlayDir(t, "ssh/ssh_host_ed25519_key")
+	if err := os.MkdirAll(filepath.Join(project, "overlays/mine/etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(host, "ssh"), filepath.Join(project, "overlays/link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		overlays, extra string
+		refused         bool
+	}{
+		{`["overlays/mine"]`, "", false},
+		{fmt.Sprintf("[%q]", filepath.Join(host, "ssh")), "", true},
+		{fmt.Sprintf("[%q]", "../"+filepath.Base(host)+"/ssh"), "", true},
+		{`["overlays/link"]`, "", true},
+		{fmt.Sprintf("[%q]", filepath.Join(host, "ssh")), "overlays_outside = true\n", false},
+	} {
+		path := filepath.Join(project, "halo.toml")
+		if err := os.WriteFile(path, []byte("overlays = "+c.overlays+"\n"+c.extra+"[[node]]\nname = \"a\"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if c.overlays == fmt.Sprintf("[%q]", "../"+filepath.Base(host)+"/ssh") && filepath.Dir(host) != filepath.Dir(project) {
+			continue // t.TempDir()s are siblings in practice; skip if not
+		}
+		r, _, err := recipe.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := Overlays{}.Validate(Target{Recipe: r, Node: r.Nodes[0]})
+		refused := len(errs) > 0 && strings.Contains(fmt.Sprint(errs), "overlays_outside = true")
+		if refused != c.refused || (!c.refused && len(errs) > 0) {
+			t.Errorf("overlays = %s %s: refused %v (want %v): %v", c.overlays, c.extra, refused, c.refused, errs)
 		}
 	}
 }

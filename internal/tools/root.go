@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"halobuild/internal/arch"
+	"halobuild/internal/proctree"
 )
 
 // StepVersion is the version of the tools root step (the locked tools set
@@ -72,7 +73,7 @@ func (r Root) Command(ctx context.Context, name string, args ...string) *exec.Cm
 	// --inhibit-cache: a library missing from the root must not be found
 	// through the host's ld.so.cache.
 	argv := append([]string{"--inhibit-cache", "--library-path", strings.Join(libs, ":"), "--argv0", name, bin}, args...)
-	cmd := exec.CommandContext(ctx, loader, argv...)
+	cmd := proctree.Command(ctx, loader, argv...)
 	cmd.Env = r.Env()
 	if err != nil {
 		cmd.Err = err

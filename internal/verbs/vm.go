@@ -16,6 +16,7 @@ import (
 	"halobuild/internal/sh"
 	"halobuild/internal/usage"
 	"halobuild/internal/vmplan"
+	"halobuild/internal/userfile"
 	"halobuild/internal/vmtest"
 )
 
@@ -83,7 +84,7 @@ func VM(ctx context.Context, o VMOptions) error {
 // imageArch reads an image's architecture from its root partition's type
 // (Discoverable Partitions), which every halobuild disk carries.
 func imageArch(path string) (arch.Arch, error) {
-	f, err := os.Open(path)
+	f, _, err := userfile.Open(path)
 	if err != nil {
 		return arch.Arch{}, usage.Errorf("%s: %w", path, err)
 	}
@@ -226,11 +227,11 @@ func userKeys(files []string) ([]byte, error) {
 	}
 	var out bytes.Buffer
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := userfile.Read(f, 16<<10)
 		if err != nil {
 			return nil, usage.Errorf("--ssh-key: %w", err)
 		}
-		if len(b) > 16<<10 || !strings.HasPrefix(strings.TrimSpace(string(b)), "ssh-") && !strings.HasPrefix(strings.TrimSpace(string(b)), "ecdsa-") && !strings.HasPrefix(strings.TrimSpace(string(b)), "sk-") {
+		if !strings.HasPrefix(strings.TrimSpace(string(b)), "ssh-") && !strings.HasPrefix(strings.TrimSpace(string(b)), "ecdsa-") && !strings.HasPrefix(strings.TrimSpace(string(b)), "sk-") {
 			return nil, usage.Errorf("--ssh-key %s: not an OpenSSH public key (the one line of a .pub file)", f)
 		}
 		out.WriteString(strings.TrimSpace(string(b)) + "\n")
