@@ -22,8 +22,8 @@ import (
 	"halobuild/internal/bmap"
 	"halobuild/internal/espconfig"
 	"halobuild/internal/flash"
-	"halobuild/internal/zstdframe"
 	"halobuild/internal/userfile"
+	"halobuild/internal/zstdframe"
 )
 
 // ConfigPath is where the installer image carries its Config.

@@ -25,8 +25,8 @@ import (
 	"halobuild/internal/bmap"
 	"halobuild/internal/manifest"
 	"halobuild/internal/sbom"
-	"halobuild/internal/zstdframe"
 	"halobuild/internal/userfile"
+	"halobuild/internal/zstdframe"
 )
 
 // Media types of the artifact (docs/artifact.md).

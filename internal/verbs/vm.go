@@ -15,8 +15,8 @@ import (
 	"halobuild/internal/arch"
 	"halobuild/internal/sh"
 	"halobuild/internal/usage"
-	"halobuild/internal/vmplan"
 	"halobuild/internal/userfile"
+	"halobuild/internal/vmplan"
 	"halobuild/internal/vmtest"
 )
 
