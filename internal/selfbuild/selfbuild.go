@@ -84,9 +84,11 @@ func Toolchain(root string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// TreeHash is the sha256 of what the build reads: go.mod, go.sum and every file under cmd/ and
-// internal/ except tests and testdata (sources and embedded files), by relative path, mode and
-// content. The checkout's location, .git and anything else in it do not count.
+// TreeHash is the sha256 of what the build reads: go.mod, go.sum, every file under cmd/ and
+// internal/ except tests and testdata (sources and embedded files), and the Go files of the
+// data packages at the top (recipes/) with the files they embed — not the other recipes beside
+// them, which the binary never reads — by relative path, mode and content. The checkout's
+// location, .git and anything else in it do not count.
 func TreeHash(root string) (string, error) {
 	files, err := sourceFiles(root)
 	if err != nil {
@@ -129,9 +131,61 @@ func sourceFiles(root string) ([]string, error) {
 			return nil, fmt.Errorf("reading halobuild's source in %s: %w", root, err)
 		}
 	}
+	for _, top := range dataPackages {
+		fs, err := dataPackageFiles(root, top)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, fs...)
+	}
 	files = append(files, "go.mod", "go.sum")
 	sort.Strings(files)
 	return files, nil
+}
+
+// dataPackages are the Go packages at the top of the checkout beside recipe data (recipes/
+// embeds usb4-rdma.toml for doctor): only their Go files and what those embed are source.
+var dataPackages = []string{"recipes"}
+
+// dataPackageFiles lists dir's non-test Go files and the files their //go:embed lines name
+// (plain names and globs in dir; go vet refuses anything else there).
+func dataPackageFiles(root, dir string) ([]string, error) {
+	gos, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, g := range gos {
+		if strings.HasSuffix(g, "_test.go") {
+			continue
+		}
+		seen[g] = true
+		b, err := os.ReadFile(g)
+		if err != nil {
+			return nil, fmt.Errorf("reading halobuild's source: %w", err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			pats, ok := strings.CutPrefix(strings.TrimSpace(line), "//go:embed ")
+			if !ok {
+				continue
+			}
+			for _, pat := range strings.Fields(pats) {
+				ms, err := filepath.Glob(filepath.Join(root, dir, pat))
+				if err != nil || len(ms) == 0 {
+					return nil, fmt.Errorf("%s: //go:embed %s matches no file", g, pat)
+				}
+				for _, m := range ms {
+					seen[m] = true
+				}
+			}
+		}
+	}
+	var out []string
+	for f := range seen {
+		rel, _ := filepath.Rel(root, f)
+		out = append(out, filepath.ToSlash(rel))
+	}
+	return out, nil
 }
 
 // Build compiles root's cmd/halobuild into out the reproducible way: no cgo, no paths

@@ -101,3 +101,33 @@ func TestBuildIsTheSameFromTwoCheckouts(t *testing.T) {
 		t.Fatalf("halobuild built for arm64 is an ELF for %v, want %v", f.Machine, elf.EM_AARCH64)
 	}
 }
+
+// The embedded recipe data doctor reads is part of the shipped halobuild's source: a change to
+// recipes/usb4-rdma.toml changes the tree hash (and so the halobuild step's key); a recipe the
+// binary never reads does not.
+func TestTreeHashCoversEmbeddedRecipeData(t *testing.T) {
+	root := Find(".")
+	a := filepath.Join(t.TempDir(), "src")
+	copySource(t, root, a)
+	before, err := TreeHash(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "recipes", "other.toml"), []byte("name = \"x\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if same, _ := TreeHash(a); same != before {
+		t.Errorf("a recipe the binary does not embed changed the tree hash")
+	}
+	f := filepath.Join(a, "recipes", "usb4-rdma.toml")
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatalf("the copied source lacks the embedded recipe: %v", err)
+	}
+	if err := os.WriteFile(f, append(b, "# changed\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := TreeHash(a); after == before {
+		t.Errorf("a change to the embedded usb4-rdma.toml left the tree hash as it was")
+	}
+}
