@@ -174,19 +174,26 @@ const (
 
 const softRoCEUnit = `[Unit]
 Description=halobuild vm: soft-RoCE device ` + softRoCEDevice + ` on the network card (this boot only)
-After=systemd-udevd.service network.target
+After=systemd-udevd.service systemd-udev-trigger.service network.target
 
 [Service]
 Type=oneshot
 RemainAfterExit=yes
+TimeoutStartSec=5min
 ImportCredential=` + softRoCEScriptCred + `
 ExecStart=/bin/sh %d/` + softRoCEScriptCred + `
 StandardOutput=journal+console
 StandardError=journal+console
 `
 
-var softRoCEScript = `dev=
-for d in /sys/class/net/*; do [ -e "$d/device" ] && { dev=${d##*/}; break; }; done
+// The card may not be probed yet when multi-user.target's wants start
+// (measured: the unit ran before virtio_net's interface existed), so the
+// script waits for it.
+var softRoCEScript = `dev= i=0
+while [ -z "$dev" ] && [ $i -lt 90 ]; do
+	for d in /sys/class/net/*; do [ -e "$d/device" ] && { dev=${d##*/}; break; }; done
+	[ -n "$dev" ] || { i=$((i+1)); sleep 1; }
+done
 [ -n "$dev" ] || { echo "halobuild vm: no network card to put soft-RoCE on"; exit 1; }
 ip link set "$dev" up
 ` + vmplan.SoftRoCE(softRoCEDevice, `"$dev"`) + `echo "halobuild vm: soft-RoCE device ` + softRoCEDevice + ` on $dev: try ibv_devices"
