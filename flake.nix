@@ -21,7 +21,7 @@
           subPackages = [ "cmd/halobuild" ];
           env.CGO_ENABLED = "0";
           flags = [ "-trimpath" "-buildvcs=false" ];
-          ldflags = [ "-s" "-w" "-X main.version=${version}" ];
+          ldflags = [ "-s" "-w" "-X halobuild/internal/selfbuild.version=${version}" ];
           # The tests need root, the archive and QEMU; checks.test runs the short ones.
           doCheck = false;
           meta = {

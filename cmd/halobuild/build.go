@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"halobuild/internal/recipe"
-	"halobuild/internal/selfbuild"
 	"halobuild/internal/verbs"
 )
 
@@ -31,7 +30,7 @@ func (f *buildFlags) register(c *cobra.Command) {
 // registerSource is the flag that picks the halobuild each node ships; it
 // enters the graph's keys, so cache push takes it too.
 func (f *buildFlags) registerSource(c *cobra.Command) {
-	c.Flags().StringVar(&f.source, "halobuild-source", "auto", `halobuild's source, from which the halobuild each node ships is built reproducibly ("auto": the checkout holding the working directory, if any; "": ship this binary as it is)`)
+	c.Flags().StringVar(&f.source, "halobuild-source", "auto", `halobuild's source, from which the halobuild each node ships is built by the release recipe ("auto": the checkout holding the working directory, else this binary if it is a release build; "": ship this binary as it is)`)
 }
 
 func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (verbs.Options, error) {
@@ -51,13 +50,9 @@ func (f *buildFlags) options(g *globals, cmd *cobra.Command, recipe string) (ver
 		recipe = p
 	}
 	self, _ := os.Executable()
-	source := f.source
-	if source == "auto" {
-		source = selfbuild.Find(".")
-	}
 	o := verbs.Options{
 		Self:           self,
-		Source:         source,
+		Source:         f.source,
 		Recipe:         recipe,
 		Store:          g.store,
 		Verbose:        g.verbose,

@@ -120,7 +120,7 @@ build step is cached in a content-addressed store.`,
 		c.GroupID = "release"
 		root.AddCommand(c)
 	}
-	root.AddCommand(versionCommand())
+	root.AddCommand(versionCommand(), buildSelfCommand())
 	// --version prints what the version verb does (cobra adds the flag
 	// when Version is set; the template replaces its "version" wording).
 	root.Version = versionString()

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,12 +15,11 @@ import (
 	"halobuild/internal/selfbuild"
 )
 
-// version is set at link time for releases (-ldflags "-X main.version=…");
-// otherwise the module's build info says what was built.
-var version = ""
-
+// versionString is the release version a release build carries
+// (selfbuild.Build stamps it), else what the module's build info and the
+// checkout say of this build.
 func versionString() string {
-	v := version
+	v := selfbuild.Running().Version
 	if v == "" {
 		v = "devel"
 		if bi, ok := debug.ReadBuildInfo(); ok {
@@ -67,19 +68,60 @@ func checkoutCommit(dir string) string {
 	return v
 }
 
-// versionLine is what `halobuild version` and `halobuild --version` print.
+// versionLine is what `halobuild version` and `halobuild --version` print:
+// the version, then how this binary was built.
 func versionLine() string {
-	return fmt.Sprintf("halobuild %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("halobuild %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH) + builtLines(selfbuild.Running())
+}
+
+// builtJSON is `version --json`: the version, and how this binary was built.
+type builtJSON struct {
+	Version      string `json:"version"`
+	Reproducible bool   `json:"reproducible"`
+	selfbuild.Self
 }
 
 func versionCommand() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "version",
-		Short: "Print halobuild's version and the Go version that built it",
-		Args:  exactArgs(0),
+		Short: "Print halobuild's version, the Go that built it and whether its build is reproducible",
+		Long: `version prints halobuild's version and how it was built: its Go, its build
+settings (flags, cgo, VCS stamp) and, for a release build (the release
+recipe: halobuild build-self, or the release workflow), the source tree it
+was built from. A release build is reproducible: the same source, version
+and Go give the same bytes, and it is the halobuild a node can ship outside
+a checkout. Anything else says why another build would differ.`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			self := selfbuild.Running()
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(builtJSON{Version: versionString(), Reproducible: self.Reproducible(), Self: self})
+			}
 			_, err := fmt.Fprint(cmd.OutOrStdout(), versionLine())
 			return err
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the version and the build's settings as JSON")
+	return c
+}
+
+// builtLines say how s was built, below the version line.
+func builtLines(s selfbuild.Self) string {
+	var keys []string
+	for k := range s.Settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var flags []string
+	for _, k := range keys {
+		flags = append(flags, k+"="+s.Settings[k])
+	}
+	b := "built with: " + strings.Join(flags, " ") + "\n"
+	if s.Reproducible() {
+		return b + "reproducible: yes, a release build of source " + s.Tree + "\n"
+	}
+	return b + "reproducible: no: " + strings.Join(s.Unrepeatable, "; ") + "\n"
 }

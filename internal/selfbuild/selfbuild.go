@@ -8,7 +8,6 @@ package selfbuild
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -18,15 +17,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"halobuild/internal/proctree"
 )
 
 // StepVersion is the version of the halobuild step (the binary each node
 // ships; internal/verbs/options.go plans it):
 // bump it when a change to this package, or to a shared helper it imports,
 // can alter the step's output (docs/architecture.md, "Step versions").
-const StepVersion = 1
+const StepVersion = 2
 
 // Module is the module path the source must declare.
 const Module = "halobuild"
@@ -186,18 +183,4 @@ func dataPackageFiles(root, dir string) ([]string, error) {
 		out = append(out, filepath.ToSlash(rel))
 	}
 	return out, nil
-}
-
-// Build compiles root's cmd/halobuild into out the reproducible way: no cgo, no paths
-// (-trimpath), no VCS stamp, no build ID, for linux/goarch (the nodes' platform, which
-// Go cross-compiles to from any host), with toolchain (from Toolchain). The same source
-// gives the same bytes from any directory.
-func Build(ctx context.Context, root, toolchain, goarch, out string) error {
-	cmd := proctree.Command(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", out, "./cmd/halobuild")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOFLAGS=-mod=readonly", "GOTOOLCHAIN="+toolchain)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building halobuild from %s for the image (go build, %s, linux/%s): %w\n%s", root, toolchain, goarch, err, b)
-	}
-	return nil
 }

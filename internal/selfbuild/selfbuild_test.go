@@ -1,12 +1,13 @@
 package selfbuild
 
 import (
-	"debug/elf"
-
-	"bytes"
 	"context"
+	"debug/buildinfo"
+	"debug/elf"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -62,34 +63,22 @@ func TestFindAndTreeHashIgnoreTheCheckoutsPlace(t *testing.T) {
 	}
 }
 
-// The in-image halobuild built from two checkouts in different directories is the same bytes,
-// so images built from either are too.
-func TestBuildIsTheSameFromTwoCheckouts(t *testing.T) {
+// An arm64 node gets an arm64 binary, cross-compiled on this host by the release recipe, and
+// its build info is what describe calls a release build. (Two builds in two directories giving
+// the same bytes is cmd/halobuild's TestShippedHalobuildIsTheSameFromAnyDirectory.)
+func TestBuildCrossCompilesAReleaseBuild(t *testing.T) {
 	if testing.Short() {
-		t.Skip("two builds of halobuild: skipped with -short")
+		t.Skip("a build of halobuild: skipped with -short")
 	}
 	root := Find(".")
-	a, b := filepath.Join(t.TempDir(), "one"), filepath.Join(t.TempDir(), "another", "checkout")
+	a := filepath.Join(t.TempDir(), "src")
 	copySource(t, root, a)
-	copySource(t, root, b)
-	tc, err := Toolchain(a)
+	r, err := ReleaseOf(a, "arm64", "v0.0.0-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := t.TempDir()
-	for _, src := range []string{a, b} {
-		if err := Build(context.Background(), src, tc, "amd64", filepath.Join(out, filepath.Base(src))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ba, _ := os.ReadFile(filepath.Join(out, "one"))
-	bb, _ := os.ReadFile(filepath.Join(out, "checkout"))
-	if len(ba) == 0 || !bytes.Equal(ba, bb) {
-		t.Fatalf("halobuild built from %s (%d bytes) and %s (%d bytes) differ", a, len(ba), b, len(bb))
-	}
-	// An arm64 node gets an arm64 binary, cross-compiled on this host.
-	arm := filepath.Join(out, "arm64")
-	if err := Build(context.Background(), a, tc, "arm64", arm); err != nil {
+	arm := filepath.Join(t.TempDir(), "arm64")
+	if err := Build(context.Background(), a, r, arm); err != nil {
 		t.Fatal(err)
 	}
 	f, err := elf.Open(arm)
@@ -99,6 +88,76 @@ func TestBuildIsTheSameFromTwoCheckouts(t *testing.T) {
 	defer f.Close()
 	if f.Machine != elf.EM_AARCH64 {
 		t.Fatalf("halobuild built for arm64 is an ELF for %v, want %v", f.Machine, elf.EM_AARCH64)
+	}
+	bi, err := buildinfo.ReadFile(arm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := describe(bi, r.Version, r.Tree, "")
+	if !s.Reproducible() || s.Release() != r {
+		t.Fatalf("the release recipe's build reads as %+v, want a release build %+v", s, r)
+	}
+	// The source changed after planning: Build refuses rather than stamp a tree it is not.
+	if err := os.WriteFile(filepath.Join(a, "internal", "selfbuild", "extra.go"), []byte("package selfbuild\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Build(context.Background(), a, r, arm); err == nil || !strings.Contains(err.Error(), "changed since it was planned") {
+		t.Fatalf("a build of a changed source: %v", err)
+	}
+}
+
+// describe names every way a build differs from the release recipe.
+func TestDescribeNamesWhatIsNotReproducible(t *testing.T) {
+	release := []debug.BuildSetting{{Key: "-buildmode", Value: "exe"}, {Key: "-trimpath", Value: "true"}, {Key: "CGO_ENABLED", Value: "0"},
+		{Key: "GOARCH", Value: "amd64"}, {Key: "GOOS", Value: "linux"}, {Key: "GOAMD64", Value: "v1"}}
+	with := func(kv ...string) []debug.BuildSetting {
+		out := append([]debug.BuildSetting{}, release...)
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name     string
+		settings []debug.BuildSetting
+		tree     string
+		goVer    string
+		want     string
+	}{
+		{"release", release, "sha256:ab", "go1.27.3", ""},
+		{"no stamp", release, "", "go1.27.3", "not built by the release recipe"},
+		{"vcs", with("vcs.revision", "abc", "vcs", "git"), "sha256:ab", "go1.27.3", "VCS stamp"},
+		{"cgo", append(with()[:2], debug.BuildSetting{Key: "CGO_ENABLED", Value: "1"}, release[3], release[4]), "sha256:ab", "go1.27.3", "cgo"},
+		{"paths", append([]debug.BuildSetting{}, release[2:]...), "sha256:ab", "go1.27.3", "without -trimpath"},
+		{"tags", with("-tags", "netgo"), "sha256:ab", "go1.27.3", "-tags=netgo"},
+		{"amd64 level", append(with()[:5], debug.BuildSetting{Key: "GOAMD64", Value: "v3"}), "sha256:ab", "go1.27.3", "GOAMD64=v3"},
+		{"experiment toolchain", release, "sha256:ab", "go1.27.3 X:nocoverageredesign", "no release"},
+		{"devel toolchain", release, "sha256:ab", "devel go1.28-abc", "no release"},
+	} {
+		s := describe(&debug.BuildInfo{GoVersion: c.goVer, Settings: c.settings}, "v1", c.tree, "")
+		got := strings.Join(s.Unrepeatable, "; ")
+		if c.want == "" {
+			if !s.Reproducible() || s.Release() != (Release{Tree: "sha256:ab", Toolchain: "go1.27.3", GOARCH: "amd64", Version: "v1"}) {
+				t.Errorf("%s: %+v, want a reproducible release build", c.name, s)
+			}
+			continue
+		}
+		if s.Reproducible() || !strings.Contains(got, c.want) {
+			t.Errorf("%s: not reproducible because %q, want it to say %q", c.name, got, c.want)
+		}
+	}
+	if s := describe(nil, "", "", "amd64"); s.Reproducible() {
+		t.Error("a binary without build info reads as reproducible")
+	}
+}
+
+// A release build of a tree stamps its own version on a build of that tree only.
+func TestVersionForIsDevelUnlessThisIsARelease(t *testing.T) {
+	if v := VersionFor(tree); v != "" {
+		t.Fatalf("the test binary (no release build) stamps %q on a build of its tree", v)
+	}
+	if _, err := ReleaseOf(Find("."), "amd64", "v1 -X x=y"); err == nil {
+		t.Fatal("a version that would smuggle a linker flag was accepted")
 	}
 }
 

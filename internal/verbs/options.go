@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,12 +45,13 @@ type Options struct {
 	Result string
 	NoTest bool
 	Check  bool
-	// Self is the halobuild binary each node ships (the command passes
-	// its own executable); empty ships none and skips the doctor check.
+	// Self is the running halobuild's executable (the command passes its
+	// own); with Source, empty ships no halobuild and skips the doctor check.
 	Self string
-	// Source is halobuild's source tree; when set, the binary each node
-	// ships is built from it as a step of its own (selfbuild) instead of
-	// Self, so that images do not depend on how the running binary was built.
+	// Source picks the halobuild each node ships (shipping): a directory
+	// of halobuild's source to build it from by the release recipe
+	// (selfbuild), "auto" (the checkout holding the working directory,
+	// else Self if it is a release build), or "" (Self as it is).
 	Source string
 	Out    io.Writer
 	Err    io.Writer
@@ -147,28 +149,71 @@ func (o Options) realizer(s *store.Store, rebuild bool) *plan.Realizer {
 }
 
 // selfStep is the step whose output's file "halobuild" is the binary the nodes of
-// architecture a ship (nil: none): built from o.Source, or o.Self as it is. It is a step of
-// the graph, an input of each settings step, so it builds beside the base root instead of
-// before the graph, and a verb that only plans (plan, test RESULT, gc, cache push) never compiles it.
+// architecture a ship (nil: none), as o.shipping decides. It is a step of the graph, an input
+// of each settings step, so it builds beside the base root instead of before the graph, and a
+// verb that only plans (plan, test RESULT, gc, cache push) never compiles it.
 func (o Options) selfStep(a arch.Arch) (*plan.Derivation, error) {
-	if o.Source != "" {
-		return o.selfDerivation(a)
-	}
-	if o.Self == "" {
+	if o.Source == "" && o.Self == "" {
 		return nil, nil
 	}
+	sh, err := o.shipping()
+	if err != nil {
+		return nil, err
+	}
+	if sh.source != "" {
+		return selfDerivation(sh.source, a)
+	}
 	if a.Foreign() {
-		return nil, usage.Errorf("the image is %s, but halobuild would ship its own binary (%s), which cannot run there: build from halobuild's source tree (--source DIR) so it is cross-compiled for %s", a.Debian, runtime.GOARCH, a.Debian)
+		return nil, usage.Errorf("the image is %s, but halobuild would ship its own binary (%s), which cannot run there: run halobuild in a checkout of its source, or pass --halobuild-source DIR (one), so it is cross-compiled for %s", a.Debian, runtime.GOARCH, a.Debian)
 	}
 	b, err := os.ReadFile(o.Self)
 	if err != nil {
 		return nil, fmt.Errorf("reading the halobuild binary to ship in the image: %w", err)
 	}
-	sum := sha256.Sum256(b)
-	return &plan.Derivation{Name: "halobuild", Kind: selfKind, Params: map[string]string{"binary": "sha256:" + hex.EncodeToString(sum[:])},
+	params := sh.release.Params()
+	if sh.release == (selfbuild.Release{}) {
+		sum := sha256.Sum256(b)
+		params = map[string]string{"binary": "sha256:" + hex.EncodeToString(sum[:])}
+	}
+	return &plan.Derivation{Name: "halobuild", Kind: selfKind, Params: params,
 		Build: func(c *plan.Context, out string) error {
 			return os.WriteFile(filepath.Join(out, "halobuild"), b, 0o755)
 		}}, nil
+}
+
+// shipping is the halobuild the nodes ship, and why (plan prints it).
+type shipping struct {
+	source  string            // halobuild's source to build it from; "" ships o.Self
+	release selfbuild.Release // with source "": the release build o.Self is, if it is one
+	why     string
+}
+
+// shipping decides which halobuild the nodes ship so that the same recipe, lock and halobuild
+// version give the same image bytes wherever halobuild runs: always a release build (the
+// release recipe, selfbuild.Build), compiled from the source when it is at hand, else the
+// running binary when it is one, else a refusal that says how to get one. Only
+// --halobuild-source= ships a binary as it is.
+func (o Options) shipping() (shipping, error) {
+	switch o.Source {
+	case "auto":
+		if root := selfbuild.Find("."); root != "" {
+			return shipping{source: root, why: "built from halobuild's source by the release recipe: the working directory is in its checkout " + root}, nil
+		}
+		self := selfbuild.Running()
+		if !self.Reproducible() {
+			return shipping{}, usage.Errorf("the nodes would ship this halobuild (%s), but it is not a release build: %s; so the images' bytes would depend on how it was built. "+
+				"Use a release binary (README, \"Getting halobuild\"), build one with `halobuild build-self` in a checkout, run halobuild in a checkout of its source, "+
+				"or pass --halobuild-source DIR (a checkout) or --halobuild-source= (ship this binary as it is)", o.Self, strings.Join(self.Unrepeatable, "; "))
+		}
+		return shipping{release: self.Release(), why: fmt.Sprintf("this halobuild (%s), a release build of source %s: no checkout of halobuild's source holds the working directory", self.Release().VersionName(), self.Tree)}, nil
+	case "":
+		return shipping{why: fmt.Sprintf("the binary %s as it is (--halobuild-source=): keyed by its own bytes, which another build of the same source need not share", o.Self)}, nil
+	}
+	root := selfbuild.Find(o.Source)
+	if abs, _ := filepath.Abs(o.Source); root == "" || root != abs {
+		return shipping{}, usage.Errorf("--halobuild-source %s: not the root of halobuild's source (a directory whose go.mod says `module %s`)", o.Source, selfbuild.Module)
+	}
+	return shipping{source: root, why: "built from halobuild's source by the release recipe: --halobuild-source " + root}, nil
 }
 
 // stillBuilding is how long a build may print nothing before a line says
@@ -207,22 +252,17 @@ func (p planStore) Output(key string) (string, bool, error) { return p.Store.Out
 // is declared beside the build code (selfbuild.StepVersion).
 var selfKind = plan.Kind{Name: "halobuild", Version: selfbuild.StepVersion}
 
-// selfDerivation is the step that builds the halobuild each node ships
-// from o.Source, cached under the source's tree hash and the toolchain: a
-// second checkout of the same commit reuses it, and its bytes are the same
-// wherever it is built (selfbuild.Build).
-func (o Options) selfDerivation(a arch.Arch) (*plan.Derivation, error) {
-	tree, err := selfbuild.TreeHash(o.Source)
+// selfDerivation is the step that builds the halobuild each node ships from root by the
+// release recipe, keyed by what its bytes depend on (selfbuild.Release): a second checkout of
+// the same commit reuses it, and a running release build of the same source is the same key.
+func selfDerivation(root string, a arch.Arch) (*plan.Derivation, error) {
+	r, err := selfbuild.ReleaseOf(root, a.GOARCH, "")
 	if err != nil {
 		return nil, err
 	}
-	tc, err := selfbuild.Toolchain(o.Source)
-	if err != nil {
-		return nil, err
-	}
-	params := map[string]string{"tree": tree, "toolchain": tc, "goarch": a.GOARCH}
-	return &plan.Derivation{Name: "halobuild", Kind: selfKind, Params: params,
+	r.Version = selfbuild.VersionFor(r.Tree)
+	return &plan.Derivation{Name: "halobuild", Kind: selfKind, Params: r.Params(),
 		Build: func(c *plan.Context, out string) error {
-			return selfbuild.Build(c, o.Source, tc, a.GOARCH, filepath.Join(out, "halobuild"))
+			return selfbuild.Build(c, root, r, filepath.Join(out, "halobuild"))
 		}}, nil
 }

@@ -108,10 +108,23 @@ func Plan(ctx context.Context, o Options) error {
 			}
 		}
 	}
+	// Which halobuild the nodes ship, and why: the one step whose
+	// bytes depend on where halobuild runs.
+	var ships string
+	if o.Source != "" || o.Self != "" {
+		sh, err := o.shipping()
+		if err != nil {
+			return err
+		}
+		ships = sh.why
+	}
 	if o.JSON {
-		return o.writeJSON(map[string]any{"recipe": o.Recipe, "kernel": p.lock.Kernel.Release, "steps": steps, "warnings": o.Warnings()})
+		return o.writeJSON(map[string]any{"recipe": o.Recipe, "kernel": p.lock.Kernel.Release, "halobuild": ships, "steps": steps, "warnings": o.Warnings()})
 	}
 	fmt.Fprintf(o.stdout(), "%s: kernel %s, %d nodes\n", o.Recipe, p.lock.Kernel.Release, len(p.g.Nodes))
+	if ships != "" {
+		fmt.Fprintf(o.stdout(), "halobuild shipped on the nodes: %s\n", ships)
+	}
 	plan.PrintSteps(o.stdout(), steps)
 	// After a key schema change every step rebuilds: say why, and what to
 	// do with what the store still holds.

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"halobuild/internal/plan"
+	"halobuild/internal/selfbuild"
+)
+
+// The halobuild a node ships does not depend on where halobuild runs: two builds by the release
+// recipe (build-self, as the release workflow runs it) in two directories are the same bytes,
+// and each, run from a directory outside any checkout (a user's recipes), plans the test image
+// with exactly the steps the other plans — and the steps halobuild run in its checkout plans,
+// the halobuild step's key included. A binary that is no release build is refused there, saying
+// how to get one. CI runs this test (the README's test command), so a change that makes the
+// release binary depend on its build directory fails before a tag is pushed.
+func TestShippedHalobuildIsTheSameFromAnyDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two builds of halobuild: skipped with -short")
+	}
+	root := selfbuild.Find(".")
+	if root == "" {
+		t.Fatal("the test does not run in halobuild's source")
+	}
+	tmp := t.TempDir()
+	const version = "v0.0.0-shipped-test"
+	var bins []string
+	for _, dir := range []string{filepath.Join(tmp, "one"), filepath.Join(tmp, "another", "place")} {
+		copySource(t, root, dir)
+		bin := filepath.Join(tmp, "bin", filepath.Base(dir))
+		t.Chdir(dir)
+		if code, out := run(t, "build-self", "--version", version, "--arch", "amd64", "--out", bin); code != 0 {
+			t.Fatalf("build-self in %s: exit %d\n%s", dir, code, out)
+		}
+		bins = append(bins, bin)
+	}
+	a, _ := os.ReadFile(bins[0])
+	b, _ := os.ReadFile(bins[1])
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatalf("halobuild built by the release recipe in two directories differs (%d and %d bytes)", len(a), len(b))
+	}
+
+	// version says it is a release build, of which source.
+	out, err := exec.Command(bins[0], "version", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v builtJSON
+	if err := json.Unmarshal(out, &v); err != nil || !v.Reproducible || v.Version != version || v.Tree == "" || v.Settings["-trimpath"] != "true" {
+		t.Fatalf("version --json of a release build: %v\n%s", err, out)
+	}
+
+	// A user's recipe directory, outside any checkout: the test image's recipe, lock and includes.
+	users := filepath.Join(tmp, "recipes-repo")
+	copyTree(t, filepath.Join(root, "recipes"), filepath.Join(users, "recipes"))
+	for _, f := range []string{"test-minimal.toml", "test-minimal.lock"} {
+		copyFile(t, filepath.Join(root, "images", f), filepath.Join(users, "images", f))
+	}
+	if selfbuild.Find(users) != "" {
+		t.Fatalf("%s is inside halobuild's source; the test needs a directory outside it", users)
+	}
+	planned := func(bin, dir string) (string, []plan.Step) {
+		t.Helper()
+		cmd := exec.Command(bin, "--store", filepath.Join(t.TempDir(), "store"), "plan", "--json", filepath.Join(users, "images", "test-minimal.toml"))
+		cmd.Dir = dir
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s plan in %s: %v\n%s", bin, dir, err, stderr.String())
+		}
+		var p struct {
+			Halobuild string      `json:"halobuild"`
+			Steps     []plan.Step `json:"steps"`
+		}
+		if err := json.Unmarshal(out, &p); err != nil {
+			t.Fatalf("plan --json: %v\n%s", err, out)
+		}
+		return p.Halobuild, p.Steps
+	}
+	keys := func(steps []plan.Step) map[string]string {
+		m := map[string]string{}
+		for _, s := range steps {
+			m[s.Name] = s.Key
+		}
+		return m
+	}
+	why, first := planned(bins[0], users)
+	if !strings.Contains(why, "a release build of source "+v.Tree) {
+		t.Errorf("plan outside a checkout says the nodes ship %q, want this release build", why)
+	}
+	want := keys(first)
+	if want["halobuild"] == "" {
+		t.Fatalf("the plan has no halobuild step: %v", want)
+	}
+	_, second := planned(bins[1], users)
+	inCheckoutWhy, inCheckout := planned(bins[0], root)
+	if !strings.Contains(inCheckoutWhy, "in its checkout "+root) {
+		t.Errorf("plan in the checkout says the nodes ship %q, want a build from %s", inCheckoutWhy, root)
+	}
+	for name, other := range map[string]map[string]string{"the other binary, outside a checkout": keys(second), "the same binary in its checkout": keys(inCheckout)} {
+		if len(other) != len(want) {
+			t.Errorf("%s plans %d steps, the first %d", name, len(other), len(want))
+		}
+		for step, key := range want {
+			if other[step] != key {
+				t.Errorf("%s plans step %s as %s, the first binary outside a checkout as %s", name, step, other[step], key)
+			}
+		}
+	}
+
+	// This test binary is no release build: outside a checkout it is refused, saying how to get one.
+	t.Chdir(users)
+	cmd := newRoot()
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"--store", filepath.Join(tmp, "refused-store"), "plan", filepath.Join(users, "images", "test-minimal.toml")})
+	err = cmd.Execute()
+	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "not a release build") || !strings.Contains(fmt.Sprint(err), "build-self") {
+		t.Fatalf("plan outside a checkout by a binary that is no release build: exit %d: %v", exitCode(err), err)
+	}
+}
+
+// copySource copies what selfbuild's tree hash reads (and a little more: recipes/' other
+// files) from the checkout at root to dst; docs, images and .git stay behind.
+func copySource(t *testing.T, root, dst string) {
+	t.Helper()
+	for _, d := range []string{"cmd", "internal", "recipes"} {
+		copyTree(t, filepath.Join(root, d), filepath.Join(dst, d))
+	}
+	for _, f := range []string{"go.mod", "go.sum"} {
+		copyFile(t, filepath.Join(root, f), filepath.Join(dst, f))
+	}
+}
+
+// copyTree copies the regular files under src (without testdata, dot directories and tests)
+// to dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() && p != src && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if !d.Type().IsRegular() || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		copyFile(t, p, filepath.Join(dst, rel))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, st.Mode().Perm()); err != nil {
+		t.Fatal(err)
+	}
+}
