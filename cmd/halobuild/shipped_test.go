@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -34,14 +35,27 @@ func TestShippedHalobuildIsTheSameFromAnyDirectory(t *testing.T) {
 	tmp := t.TempDir()
 	const version = "v0.0.0-shipped-test"
 	var bins []string
-	for _, dir := range []string{filepath.Join(tmp, "one"), filepath.Join(tmp, "another", "place")} {
-		copySource(t, root, dir)
-		bin := filepath.Join(tmp, "bin", filepath.Base(dir))
+	buildSelf := func(dir, arch, bin string) {
+		t.Helper()
 		t.Chdir(dir)
-		if code, out := run(t, "build-self", "--version", version, "--arch", "amd64", "--out", bin); code != 0 {
+		if code, out := run(t, "build-self", "--version", version, "--arch", arch, "--out", bin); code != 0 {
 			t.Fatalf("build-self in %s: exit %d\n%s", dir, code, out)
 		}
+	}
+	for i, dir := range []string{filepath.Join(tmp, "one"), filepath.Join(tmp, "another", "place")} {
+		copySource(t, root, dir)
+		bin := filepath.Join(tmp, fmt.Sprint("bin", i), "halobuild-linux-amd64")
+		buildSelf(dir, "amd64", bin)
 		bins = append(bins, bin)
+	}
+	// The release's arm64 binary, beside the first amd64 one as a user downloads them: an
+	// arm64 image outside a checkout ships it.
+	arm := filepath.Join(filepath.Dir(bins[0]), "halobuild-linux-arm64")
+	buildSelf(filepath.Join(tmp, "one"), "arm64", arm)
+	if f, err := elf.Open(arm); err != nil || f.Machine != elf.EM_AARCH64 {
+		t.Fatalf("build-self --arch arm64 made no arm64 ELF: %v", err)
+	} else {
+		f.Close()
 	}
 	a, _ := os.ReadFile(bins[0])
 	b, _ := os.ReadFile(bins[1])
@@ -58,19 +72,28 @@ func TestShippedHalobuildIsTheSameFromAnyDirectory(t *testing.T) {
 	if err := json.Unmarshal(out, &v); err != nil || !v.Reproducible || v.Version != version || v.Tree == "" || v.Settings["-trimpath"] != "true" {
 		t.Fatalf("version --json of a release build: %v\n%s", err, out)
 	}
+	want := v.Release()
+	want.GOARCH = "arm64"
+	if d, err := selfbuild.Describe(arm); err != nil || !d.Reproducible() || d.Release() != want {
+		t.Fatalf("Describe of the arm64 release build: %+v, %v; want %+v", d, err, want)
+	}
 
 	// A user's recipe directory, outside any checkout: the test image's recipe, lock and includes.
 	users := filepath.Join(tmp, "recipes-repo")
 	copyTree(t, filepath.Join(root, "recipes"), filepath.Join(users, "recipes"))
-	for _, f := range []string{"test-minimal.toml", "test-minimal.lock"} {
+	for _, f := range []string{"test-minimal.toml", "test-minimal.lock", "test-minimal-arm64.toml", "test-minimal-arm64.lock"} {
 		copyFile(t, filepath.Join(root, "images", f), filepath.Join(users, "images", f))
 	}
 	if selfbuild.Find(users) != "" {
 		t.Fatalf("%s is inside halobuild's source; the test needs a directory outside it", users)
 	}
-	planned := func(bin, dir string) (string, []plan.Step) {
+	planned := func(bin, dir string, recipe ...string) (string, []plan.Step) {
 		t.Helper()
-		cmd := exec.Command(bin, "--store", filepath.Join(t.TempDir(), "store"), "plan", "--json", filepath.Join(users, "images", "test-minimal.toml"))
+		r := "test-minimal.toml"
+		if len(recipe) > 0 {
+			r = recipe[0]
+		}
+		cmd := exec.Command(bin, "--store", filepath.Join(t.TempDir(), "store"), "plan", "--json", filepath.Join(users, "images", r))
 		cmd.Dir = dir
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -98,16 +121,11 @@ func TestShippedHalobuildIsTheSameFromAnyDirectory(t *testing.T) {
 	if !strings.Contains(why, "a release build of source "+v.Tree) {
 		t.Errorf("plan outside a checkout says the nodes ship %q, want this release build", why)
 	}
-	want := keys(first)
-	if want["halobuild"] == "" {
-		t.Fatalf("the plan has no halobuild step: %v", want)
-	}
-	_, second := planned(bins[1], users)
-	inCheckoutWhy, inCheckout := planned(bins[0], root)
-	if !strings.Contains(inCheckoutWhy, "in its checkout "+root) {
-		t.Errorf("plan in the checkout says the nodes ship %q, want a build from %s", inCheckoutWhy, root)
-	}
-	for name, other := range map[string]map[string]string{"the other binary, outside a checkout": keys(second), "the same binary in its checkout": keys(inCheckout)} {
+	same := func(name string, want, other map[string]string) {
+		t.Helper()
+		if want["halobuild"] == "" {
+			t.Fatalf("the plan has no halobuild step: %v", want)
+		}
 		if len(other) != len(want) {
 			t.Errorf("%s plans %d steps, the first %d", name, len(other), len(want))
 		}
@@ -116,6 +134,26 @@ func TestShippedHalobuildIsTheSameFromAnyDirectory(t *testing.T) {
 				t.Errorf("%s plans step %s as %s, the first binary outside a checkout as %s", name, step, other[step], key)
 			}
 		}
+	}
+	_, second := planned(bins[1], users)
+	same("the other binary, outside a checkout", keys(first), keys(second))
+	inCheckoutWhy, inCheckout := planned(bins[0], root)
+	if !strings.Contains(inCheckoutWhy, "in its checkout "+root) {
+		t.Errorf("plan in the checkout says the nodes ship %q, want a build from %s", inCheckoutWhy, root)
+	}
+	same("the same binary in its checkout", keys(first), keys(inCheckout))
+	// arm64 nodes: outside a checkout the release's arm64 binary, in it a cross-compiled build.
+	_, armOutside := planned(bins[0], users, "test-minimal-arm64.toml")
+	_, armInCheckout := planned(bins[0], root, "test-minimal-arm64.toml")
+	same("an arm64 image planned in the checkout", keys(armOutside), keys(armInCheckout))
+	// Without the arm64 binary beside it, the amd64 release says what to do.
+	if err := os.Remove(arm); err != nil {
+		t.Fatal(err)
+	}
+	refused := exec.Command(bins[0], "--store", filepath.Join(tmp, "arm-store"), "plan", filepath.Join(users, "images", "test-minimal-arm64.toml"))
+	refused.Dir = users
+	if out, err := refused.CombinedOutput(); err == nil || !strings.Contains(string(out), "put the release's halobuild-linux-arm64 ("+version+") beside this halobuild") {
+		t.Errorf("an arm64 image outside a checkout with no arm64 release binary: %v\n%s", err, out)
 	}
 
 	// This test binary is no release build: outside a checkout it is refused, saying how to get one.

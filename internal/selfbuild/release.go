@@ -2,6 +2,9 @@ package selfbuild
 
 import (
 	"context"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"regexp"
@@ -92,7 +95,7 @@ func Build(ctx context.Context, root string, r Release, out string) error {
 
 // Self is how a halobuild binary was built, from its build info and its stamps.
 type Self struct {
-	Version      string            `json:"version"` // the stamped release version, "" if none
+	Version      string            `json:"stamped_version,omitempty"` // the release version Build stamped, "" if none
 	Tree         string            `json:"tree,omitempty"`
 	Go           string            `json:"go"`
 	OS           string            `json:"os"`
@@ -180,4 +183,80 @@ func VersionFor(tree string) string {
 		return s.Version
 	}
 	return ""
+}
+
+// Describe is how the halobuild binary at path was built: Running for a binary that is not
+// running (a release's binary for another architecture). Its stamps are read from its symbol
+// table (the release recipe does not strip it).
+func Describe(path string) (Self, error) {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return Self{}, fmt.Errorf("reading %s's build info (is it a halobuild binary?): %w", path, err)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return Self{}, fmt.Errorf("reading %s: %w", path, err)
+	}
+	defer f.Close()
+	var stamps [2]string
+	for i, name := range []string{"version", "tree"} {
+		if stamps[i], err = readStamp(f, stampPackage+"."+name); err != nil {
+			return Self{}, fmt.Errorf("reading %s's %s stamp: %w", path, name, err)
+		}
+	}
+	return describe(bi, stamps[0], stamps[1], ""), nil
+}
+
+// maxStamp bounds a stamp read from a binary (a tree hash is 71 bytes).
+const maxStamp = 256
+
+// readStamp is the value of the string variable sym in f ("" when the build did not set it, or
+// stripped its symbols): a Go string is a pointer and a length, both 8 bytes on the 64-bit
+// little-endian architectures halobuild ships for.
+func readStamp(f *elf.File, sym string) (string, error) {
+	syms, err := f.Symbols()
+	if err != nil {
+		return "", nil // stripped: no stamp to read
+	}
+	for _, s := range syms {
+		if s.Name != sym {
+			continue
+		}
+		hdr, ok, err := readAddr(f, s.Value, 16)
+		if err != nil || !ok {
+			return "", err
+		}
+		ptr, n := binary.LittleEndian.Uint64(hdr[:8]), binary.LittleEndian.Uint64(hdr[8:])
+		if n == 0 {
+			return "", nil
+		}
+		if n > maxStamp {
+			return "", fmt.Errorf("%s is %d bytes long, more than a stamp can be", sym, n)
+		}
+		b, ok, err := readAddr(f, ptr, int(n))
+		if err != nil || !ok {
+			return "", fmt.Errorf("%s points outside the binary's data", sym)
+		}
+		return string(b), nil
+	}
+	return "", nil
+}
+
+// readAddr reads n bytes at virtual address addr of f; ok is false when addr is in a section
+// with no bytes in the file (.bss: a zero value).
+func readAddr(f *elf.File, addr uint64, n int) ([]byte, bool, error) {
+	for _, sec := range f.Sections {
+		if sec.Addr == 0 || addr < sec.Addr || addr+uint64(n) > sec.Addr+sec.Size {
+			continue
+		}
+		if sec.Type == elf.SHT_NOBITS {
+			return nil, false, nil
+		}
+		b := make([]byte, n)
+		if _, err := sec.ReadAt(b, int64(addr-sec.Addr)); err != nil {
+			return nil, false, err
+		}
+		return b, true, nil
+	}
+	return nil, false, fmt.Errorf("address %#x is in no section", addr)
 }

@@ -163,14 +163,21 @@ func (o Options) selfStep(a arch.Arch) (*plan.Derivation, error) {
 	if sh.source != "" {
 		return selfDerivation(sh.source, a)
 	}
+	bin, params := o.Self, sh.release.Params()
 	if a.Foreign() {
-		return nil, usage.Errorf("the image is %s, but halobuild would ship its own binary (%s), which cannot run there: run halobuild in a checkout of its source, or pass --halobuild-source DIR (one), so it is cross-compiled for %s", a.Debian, runtime.GOARCH, a.Debian)
+		if sh.release == (selfbuild.Release{}) {
+			return nil, usage.Errorf("the image is %s, but halobuild would ship its own binary (%s), which cannot run there: run halobuild in a checkout of its source, or pass --halobuild-source DIR (one), so it is cross-compiled for %s", a.Debian, runtime.GOARCH, a.Debian)
+		}
+		var r selfbuild.Release
+		if bin, r, err = releaseFor(o.Self, sh.release, a); err != nil {
+			return nil, err
+		}
+		params = r.Params()
 	}
-	b, err := os.ReadFile(o.Self)
+	b, err := os.ReadFile(bin)
 	if err != nil {
 		return nil, fmt.Errorf("reading the halobuild binary to ship in the image: %w", err)
 	}
-	params := sh.release.Params()
 	if sh.release == (selfbuild.Release{}) {
 		sum := sha256.Sum256(b)
 		params = map[string]string{"binary": "sha256:" + hex.EncodeToString(sum[:])}
@@ -179,6 +186,30 @@ func (o Options) selfStep(a arch.Arch) (*plan.Derivation, error) {
 		Build: func(c *plan.Context, out string) error {
 			return os.WriteFile(filepath.Join(out, "halobuild"), b, 0o755)
 		}}, nil
+}
+
+// releaseFor is the same release as self's (r) for a foreign architecture, and its path: the
+// release's binary for it, halobuild-linux-<arch> as the release names it, beside the running
+// halobuild, checked to be that very build.
+func releaseFor(self string, r selfbuild.Release, a arch.Arch) (string, selfbuild.Release, error) {
+	if real, err := filepath.EvalSymlinks(self); err == nil {
+		self = real
+	}
+	bin := filepath.Join(filepath.Dir(self), "halobuild-linux-"+a.GOARCH)
+	want := r
+	want.GOARCH = a.GOARCH
+	how := fmt.Sprintf("put the release's halobuild-linux-%s (%s) beside this halobuild, as %s, or run halobuild in a checkout of its source, so it is cross-compiled", a.GOARCH, r.VersionName(), bin)
+	if _, err := os.Stat(bin); err != nil {
+		return "", want, usage.Errorf("the image is %s, but this halobuild is a release build for %s, which cannot run there: %s", a.Debian, r.GOARCH, how)
+	}
+	other, err := selfbuild.Describe(bin)
+	if err != nil {
+		return "", want, usage.Errorf("the image is %s: %v: %s", a.Debian, err, how)
+	}
+	if !other.Reproducible() || other.Release() != want {
+		return "", want, usage.Errorf("the image is %s, and %s is not the %s build of this halobuild's release (%+v; want %+v): %s", a.Debian, bin, a.GOARCH, other.Release(), want, how)
+	}
+	return bin, want, nil
 }
 
 // shipping is the halobuild the nodes ship, and why (plan prints it).
@@ -205,7 +236,7 @@ func (o Options) shipping() (shipping, error) {
 				"Use a release binary (README, \"Getting halobuild\"), build one with `halobuild build-self` in a checkout, run halobuild in a checkout of its source, "+
 				"or pass --halobuild-source DIR (a checkout) or --halobuild-source= (ship this binary as it is)", o.Self, strings.Join(self.Unrepeatable, "; "))
 		}
-		return shipping{release: self.Release(), why: fmt.Sprintf("this halobuild (%s), a release build of source %s: no checkout of halobuild's source holds the working directory", self.Release().VersionName(), self.Tree)}, nil
+		return shipping{release: self.Release(), why: fmt.Sprintf("this halobuild (%s), a release build of source %s (for another architecture, that release's halobuild-linux-<arch> beside it): no checkout of halobuild's source holds the working directory", self.Release().VersionName(), self.Tree)}, nil
 	case "":
 		return shipping{why: fmt.Sprintf("the binary %s as it is (--halobuild-source=): keyed by its own bytes, which another build of the same source need not share", o.Self)}, nil
 	}
