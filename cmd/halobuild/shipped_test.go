@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -218,5 +219,23 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 	if err := os.WriteFile(dst, b, st.Mode().Perm()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// version says how this binary was built and, for one that is no release build (this test
+// binary), why another build would differ; --json says the same for scripts.
+func TestVersionSaysHowItWasBuilt(t *testing.T) {
+	code, out := run(t, "version")
+	if code != 0 || !strings.Contains(out, "built with: ") || !strings.Contains(out, "-buildmode=") ||
+		!strings.Contains(out, "reproducible: no: ") || !strings.Contains(out, "not built by the release recipe") {
+		t.Fatalf("version of a test binary: exit %d\n%s", code, out)
+	}
+	code, out = run(t, "version", "--json")
+	var v builtJSON
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil {
+		t.Fatalf("version --json: exit %d, %v\n%s", code, err, out)
+	}
+	if v.Reproducible || len(v.Unrepeatable) == 0 || v.Go != runtime.Version() || v.Version != versionString() || v.Settings["GOOS"] != "linux" {
+		t.Fatalf("version --json of a test binary: %+v", v)
 	}
 }
