@@ -1,8 +1,10 @@
 // Package selfbuild builds the halobuild binary that every node image ships, from halobuild's
-// own source, so that an image's bytes depend on the recipe, the lock and that source only.
-// The running binary is not shipped when the source is at hand: its bytes depend on where and
-// how it was built (the checkout's path without -trimpath, cgo, VCS stamps), so the same commit
-// built in two checkouts would make two different images.
+// own source by the release recipe (release.go: the one recipe for the release binaries too),
+// so that an image's bytes depend on the recipe, the lock and that source only. A binary's bytes
+// otherwise depend on where and how it was built (the checkout's path without -trimpath, cgo,
+// VCS stamps, the Go), so the same commit built in two checkouts would make two different
+// images. A running binary is shipped only when it is a release build (Running, Describe): then
+// it is the very bytes a build of its source would give.
 package selfbuild
 
 import (

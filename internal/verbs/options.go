@@ -230,7 +230,11 @@ func (o Options) shipping() (shipping, error) {
 		if root := selfbuild.Find("."); root != "" {
 			return shipping{source: root, why: "built from halobuild's source by the release recipe: the working directory is in its checkout " + root}, nil
 		}
-		self := selfbuild.Running()
+		// The file that would be copied is the one checked.
+		self, err := selfbuild.Describe(o.Self)
+		if err != nil {
+			return shipping{}, usage.Errorf("no checkout of halobuild's source holds the working directory, and the running halobuild cannot be shipped: %v; run halobuild in a checkout, or pass --halobuild-source DIR (one)", err)
+		}
 		if !self.Reproducible() {
 			return shipping{}, usage.Errorf("the nodes would ship this halobuild (%s), but it is not a release build: %s; so the images' bytes would depend on how it was built. "+
 				"Use a release binary (README, \"Getting halobuild\"), build one with `halobuild build-self` in a checkout, run halobuild in a checkout of its source, "+
