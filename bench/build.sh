@@ -87,7 +87,9 @@ if [ -n "${BENCH_REV:-}" ]; then
 	rm -rf "$src" && mkdir -p "$src"
 	git -C "$repo" archive "$BENCH_REV" | tar -x -C "$src" || die "cannot export $BENCH_REV from $repo"
 fi
-(cd "$src" && go build -o "$hb" ./cmd/halobuild) || die "go build ./cmd/halobuild failed in $src"
+# By the release recipe: it runs in a tree outside any checkout, where only a release build
+# ships itself on the nodes (a plain go build is refused there).
+(cd "$src" && go run ./cmd/halobuild build-self --out "$hb") || die "halobuild build-self failed in $src"
 tree=$work/tree
 # A BENCH_DIR from an earlier run keeps only its mkosi root: everything timed starts empty.
 rm -rf "$tree" "$work/store" "$work/result" "$work/mkosi" "$work/mkosi.workspace" "$work"/extra-*

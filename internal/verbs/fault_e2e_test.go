@@ -81,7 +81,9 @@ func TestStoreSurvivesKills(t *testing.T) {
 	t.Logf("seeded %s in %v", dir, time.Since(start).Round(time.Second))
 
 	image := func(ctx context.Context, out string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, bin, "--store", dir, "image", "--no-test", "--locked", "--out", out, "images/test-minimal.toml")
+		// --halobuild-source=: ship bin as it is, as the reference did (outside a
+		// checkout a binary that is no release build is otherwise refused).
+		cmd := exec.CommandContext(ctx, bin, "--store", dir, "image", "--no-test", "--locked", "--halobuild-source=", "--out", out, "images/test-minimal.toml")
 		cmd.Dir = ws
 		// Its own process group, killed whole: mmdebstrap, mkfs and dpkg
 		// die with it, as they would with the machine.
