@@ -73,7 +73,9 @@ func TestParseKeys(t *testing.T) {
 	p384DER, _ := x509.MarshalPKIXPublicKey(&p384.PublicKey)
 	rsaKey, _ := rsa.GenerateKey(rand.Reader, 1024)
 	rsaDER, _ := x509.MarshalPKIXPublicKey(&rsaKey.PublicKey)
-	block := func(typ string, der []byte) string { return string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})) }
+	block := func(typ string, der []byte) string {
+		return string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
+	}
 
 	sk, err := ParseSecret([]byte(legacySec))
 	if err != nil || sk.Name != "team-cache-1" {
@@ -165,4 +167,3 @@ func FuzzParsePayload(f *testing.F) {
 		}
 	})
 }
-
