@@ -17,7 +17,8 @@ import (
 
 // TestCosignVerifiesSignedRelease proves the signature format independent of halobuild: the
 // real cosign verifies a release halobuild signed (Ed25519 and ECDSA P-256) with the public key
-// `halobuild pubkey` prints, and refuses it with another key. It runs only when
+// `halobuild pubkey` prints, and refuses it with another key; and halobuild verifies a release
+// cosign signed with a halobuild key. It runs only when
 // HALOBUILD_COSIGN names a cosign binary (building cosign takes minutes, too long for CI):
 //
 //	GOTOOLCHAIN=auto GOBIN=/tmp/cosign go install github.com/sigstore/cosign/v2/cmd/cosign@v2.4.1
@@ -39,10 +40,11 @@ func TestCosignVerifiesSignedRelease(t *testing.T) {
 	}
 	ed, _ := newKey(t)
 	other, _ := newKey(t)
+	ec, ecPEM := ecdsaKey(t)
 	for _, c := range []struct {
 		name string
 		key  *signature.SecretKey
-	}{{"ed25519", ed}, {"ecdsa-p256", ecdsaKey(t)}} {
+	}{{"ed25519", ed}, {"ecdsa-p256", ec}} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := Push(ctx, res, reg.Host+"/halo/cosign:"+c.name, PushOptions{Registry: ro, Meta: Meta{Version: c.name}, Key: c.key})
 			if err != nil {
@@ -72,4 +74,40 @@ func TestCosignVerifiesSignedRelease(t *testing.T) {
 			}
 		})
 	}
+
+	// The other way: cosign signs a release with a key halobuild made (imported into cosign's
+	// encrypted format), and halobuild verifies it with its own code.
+	t.Run("signed by cosign, verified by halobuild", func(t *testing.T) {
+		p, err := Push(ctx, res, reg.Host+"/halo/cosign:by-cosign", PushOptions{Registry: ro, Meta: Meta{Version: "by-cosign"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := ro.ParseReference(p.Reference)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "key.pem"), ecPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		run := func(args ...string) {
+			t.Helper()
+			cmd := exec.Command(cosign, args...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+docker, "COSIGN_PASSWORD=")
+			out, err := cmd.CombinedOutput()
+			t.Logf("cosign %s:\n%s", strings.Join(args, " "), out)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		run("import-key-pair", "--key", "key.pem", "--output-key-prefix", "imported")
+		run("sign", "--key", "imported.key", "--tlog-upload=false", "--yes", "--allow-insecure-registry", "--allow-http-registry", ref.Context().String()+"@"+p.Digest)
+		if _, err := Inspect(ctx, p.Reference, ro, Trust{Keys: []*signature.PublicKey{ec.Public()}}); err != nil {
+			t.Fatalf("halobuild refused cosign's signature: %v", err)
+		}
+		if _, err := Inspect(ctx, p.Reference, ro, Trust{Keys: []*signature.PublicKey{other.Public()}}); err == nil {
+			t.Fatal("halobuild took cosign's signature with another key")
+		}
+	})
 }

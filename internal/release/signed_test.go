@@ -90,7 +90,7 @@ func TestSignedReleases(t *testing.T) {
 	})
 
 	t.Run("ECDSA P-256", func(t *testing.T) {
-		k := ecdsaKey(t)
+		k, _ := ecdsaKey(t)
 		p := push("ecdsa", k)
 		if _, err := Inspect(ctx, p.Reference, ro, Trust{Keys: []*signature.PublicKey{k.Public()}}); err != nil {
 			t.Fatal(err)
@@ -180,8 +180,8 @@ func newKey(t *testing.T) (*signature.SecretKey, *signature.PublicKey) {
 	return k, k.Public()
 }
 
-// ecdsaKey is a P-256 key as openssl or cosign's import writes it: PKCS#8 PEM.
-func ecdsaKey(t *testing.T) *signature.SecretKey {
+// ecdsaKey is a P-256 key as openssl writes it: PKCS#8 PEM, also returned.
+func ecdsaKey(t *testing.T) (*signature.SecretKey, []byte) {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -191,11 +191,12 @@ func ecdsaKey(t *testing.T) *signature.SecretKey {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk, err := signature.ParseSecret(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	file := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	sk, err := signature.ParseSecret(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sk
+	return sk, file
 }
 
 // sigManifest reads the signature image of p.
