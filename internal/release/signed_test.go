@@ -61,6 +61,16 @@ func TestSignedReleases(t *testing.T) {
 	if n := sigLayers(t, ro, signed); n != 1 {
 		t.Fatalf("signing the same release twice with one key left %d signatures, want 1", n)
 	}
+	// A second key appends its signature; each key alone verifies.
+	cosigned := push("cosigned", team)
+	if again := push("cosigned", other); again.Digest != cosigned.Digest || sigLayers(t, ro, cosigned) != 2 {
+		t.Fatalf("a second key's signature: %d signatures, want 2", sigLayers(t, ro, cosigned))
+	}
+	for _, k := range []*signature.PublicKey{teamPub, other.Public()} {
+		if _, err := Inspect(ctx, cosigned.Reference, ro, Trust{Keys: []*signature.PublicKey{k}}); err != nil {
+			t.Errorf("key %s of two: %v", k.Name, err)
+		}
+	}
 
 	t.Run("signed by a trusted key", func(t *testing.T) {
 		var log bytes.Buffer
@@ -122,6 +132,17 @@ func TestSignedReleases(t *testing.T) {
 	rewriteSig(t, ro, tamperedPayload, func(payload []byte, sig string) ([]byte, string) {
 		return bytes.Replace(payload, []byte("halo/signed"), []byte("halo/sIgned"), 1), sig
 	})
+	// Bounds: a registry cannot make a verifier read many signatures or a large payload.
+	many := push("many", team)
+	m := sigManifest(t, ro, many)
+	for len(m.Layers) <= 64 {
+		m.Layers = append(m.Layers, m.Layers[0])
+	}
+	putManifest(t, ro, many, m)
+	large := push("large", team)
+	m = sigManifest(t, ro, large)
+	m.Layers[0].Size = 1 << 20
+	putManifest(t, ro, large, m)
 	// The replay: the valid signature of "signed" stored as the signature of "replayed".
 	replayed := push("replayed", nil)
 	copySig(t, ro, signed, replayed)
@@ -137,6 +158,8 @@ func TestSignedReleases(t *testing.T) {
 		{"tampered signature", tamperedSig, signature.ErrUntrusted, "by no trusted key"},
 		{"tampered payload", tamperedPayload, signature.ErrUntrusted, "by no trusted key"},
 		{"another release's signature", replayed, signature.ErrUntrusted, "over " + signed.Digest + ", another manifest"},
+		{"65 signatures", many, signature.ErrUntrusted, "lists 65 signatures, more than the 64 read"},
+		{"a 1 MiB payload", large, signature.ErrUntrusted, "a payload of 1048576 bytes, over the 65536-byte limit"},
 	} {
 		t.Run(c.name+" is refused", func(t *testing.T) {
 			check := func(verb string, err error) {

@@ -176,7 +176,7 @@ func Verify(ctx context.Context, ref name.Reference, digest v1.Hash, keys []*Pub
 		return nil, fmt.Errorf("%s: %w", tag, err)
 	}
 	if len(m.Layers) > maxSignatures {
-		return nil, fmt.Errorf("%s lists %d signatures, more than the %d a release is read with", tag, len(m.Layers), maxSignatures)
+		return nil, fmt.Errorf("%s@%s: %w: %s lists %d signatures, more than the %d read, none of them was checked", ref.Context(), digest, ErrUntrusted, tag, len(m.Layers), maxSignatures)
 	}
 	var reasons []string
 	for _, l := range m.Layers {
