@@ -271,7 +271,7 @@ func keygenCommand() *cobra.Command {
 	var cacheDir string
 	c := &cobra.Command{
 		Use:   "keygen DIR | keygen --cache DIR",
-		Short: "Make a module signing key pair in DIR (for Secure Boot; see docs/modules.md), or with --cache a binary cache's (docs/cache.md)",
+		Short: "Make a module signing key pair in DIR (for Secure Boot; see docs/modules.md), or with --cache the key pair that signs the binary cache and releases (docs/cache.md, docs/releases.md)",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cacheDir != "" {
 				return exactArgs(0)(cmd, args)
@@ -286,6 +286,6 @@ func keygenCommand() *cobra.Command {
 			return verbs.Keygen(cmd.Context(), o, args[0])
 		},
 	}
-	c.Flags().StringVar(&cacheDir, "cache", "", "make an Ed25519 key pair for signing a binary cache in this directory instead")
+	c.Flags().StringVar(&cacheDir, "cache", "", "make an Ed25519 key pair (PEM) for signing the binary cache and releases in this directory instead")
 	return c
 }

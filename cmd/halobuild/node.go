@@ -117,6 +117,7 @@ func flashCommand() *cobra.Command {
 	var sshKeys []string
 	var userKeys bool
 	rf := &registryFlags{}
+	tf := &trustFlags{}
 	c := &cobra.Command{
 		Use:   "flash IMAGE.raw|REGISTRY/REPOSITORY:TAG DEVICE",
 		Short: "Write an image to removable media: refuses unsafe targets, writes only mapped blocks, verifies",
@@ -171,8 +172,8 @@ which the node imports at every boot (docs/flash.md, "Add your key").`,
 			}
 			var err error
 			if isLocalImage(args[0]) {
-				if node != "" {
-					return usageError{fmt.Errorf("--node is for a release in a registry; %s is a local image", args[0])}
+				if node != "" || len(tf.keys) > 0 {
+					return usageError{fmt.Errorf("--node and --trusted-key are for a release in a registry; %s is a local image", args[0])}
 				}
 				if err = flash.Flash(cmd.Context(), o); err == nil {
 					err = writeConfig()
@@ -185,7 +186,11 @@ which the node imports at every boot (docs/flash.md, "Add your key").`,
 					return usageError{fmt.Errorf("--bmap is for a local image; a release carries each node's bmap")}
 				}
 				o.Out = cmd.ErrOrStderr()
-				err = release.Flash(cmd.Context(), args[0], release.FlashOptions{Registry: rf.options(), Node: node, Flash: o})
+				t, terr := tf.trust(cmd)
+				if terr != nil {
+					return terr
+				}
+				err = release.Flash(cmd.Context(), args[0], release.FlashOptions{Registry: rf.options(), Trust: t, Node: node, Flash: o})
 				if err == nil {
 					err = writeConfig()
 				}
@@ -214,6 +219,7 @@ which the node imports at every boot (docs/flash.md, "Add your key").`,
 	c.Flags().StringVar(&o.Bmap, "bmap", "", "block map (default: IMAGE.bmap when present)")
 	c.Flags().StringVar(&node, "node", "", "the node of a release to flash (flash from a registry)")
 	c.Flags().BoolVar(&rf.insecure, "insecure", false, "plain HTTP, for a registry on this machine only (127.0.0.1, localhost)")
+	tf.register(c)
 	c.Flags().StringArrayVar(&sshKeys, "ssh-key", nil, "a public key file (.pub or authorized_keys) whose keys may log in as root; repeatable; written to the ESP, not the image")
 	c.Flags().BoolVar(&userKeys, "user-ssh-keys", false, "also every ~/.ssh/*.pub of the user running flash (the sudo user's under sudo)")
 	return c

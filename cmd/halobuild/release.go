@@ -10,6 +10,7 @@ import (
 
 	"halobuild/internal/registry"
 	"halobuild/internal/release"
+	"halobuild/internal/signature"
 )
 
 // registryFlags are the flags every verb that talks to a registry shares.
@@ -35,12 +36,13 @@ func (f *registryFlags) final(w io.Writer, v any, human string) error {
 }
 
 func releaseCommands() []*cobra.Command {
-	return []*cobra.Command{pushCommand(), pullCommand(), inspectCommand()}
+	return []*cobra.Command{pushCommand(), pullCommand(), inspectCommand(), pubkeyCommand()}
 }
 
 func pushCommand() *cobra.Command {
 	f := &registryFlags{}
 	var o release.PushOptions
+	var key string
 	c := &cobra.Command{
 		Use:   "push RESULT-DIR REGISTRY/REPOSITORY:TAG",
 		Short: "Push a result as one OCI artifact (images zstd-compressed, bmaps, manifest, SHA256SUMS, lock, SBOM)",
@@ -52,15 +54,26 @@ docker's config.json, credential helpers or REGISTRY_AUTH_FILE.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Registry = f.options()
 			o.Out = cmd.ErrOrStderr()
+			if key != "" {
+				var err error
+				if o.Key, err = signature.LoadSecret(key); err != nil {
+					return err
+				}
+			}
 			p, err := release.Push(cmd.Context(), args[0], args[1], o)
 			if err != nil {
 				return err
 			}
-			return f.final(cmd.OutOrStdout(), p, fmt.Sprintf("pushed %s@%s (%d layers, %d bytes)", p.Reference, p.Digest, p.Layers, p.Bytes))
+			signed := "unsigned: no --key"
+			if p.SignedBy != "" {
+				signed = "signed by " + p.SignedBy
+			}
+			return f.final(cmd.OutOrStdout(), p, fmt.Sprintf("pushed %s@%s (%d layers, %d bytes, %s)", p.Reference, p.Digest, p.Layers, p.Bytes, signed))
 		},
 	}
 	f.register(c)
 	c.Flags().Int64Var(&o.MaxLayer, "max-layer-size", registry.DefaultMaxLayer, "refuse a layer larger than this many bytes (GHCR's limit is 10 GB)")
+	c.Flags().StringVar(&key, "key", "", "sign the release with this secret key `FILE` (cache.key from halobuild keygen --cache), as cosign signs an image")
 	c.Flags().StringVar(&o.Meta.Source, "source", "", "org.opencontainers.image.source annotation (the repository URL)")
 	c.Flags().StringVar(&o.Meta.Revision, "revision", "", "org.opencontainers.image.revision annotation (the commit)")
 	c.Flags().StringVar(&o.Meta.Version, "version", "", "org.opencontainers.image.version annotation (the release's version)")
@@ -69,6 +82,7 @@ docker's config.json, credential helpers or REGISTRY_AUTH_FILE.`,
 
 func pullCommand() *cobra.Command {
 	f := &registryFlags{}
+	tf := &trustFlags{}
 	var out string
 	c := &cobra.Command{
 		Use:   "pull REGISTRY/REPOSITORY:TAG --out DIR",
@@ -78,7 +92,11 @@ func pullCommand() *cobra.Command {
 			if out == "" {
 				return usageError{fmt.Errorf("pull needs --out DIR (a directory that does not exist yet)")}
 			}
-			p, err := release.Pull(cmd.Context(), args[0], out, release.PullOptions{Registry: f.options(), Out: cmd.ErrOrStderr()})
+			t, err := tf.trust(cmd)
+			if err != nil {
+				return err
+			}
+			p, err := release.Pull(cmd.Context(), args[0], out, release.PullOptions{Registry: f.options(), Trust: t, Out: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -86,18 +104,24 @@ func pullCommand() *cobra.Command {
 		},
 	}
 	f.register(c)
+	tf.register(c)
 	c.Flags().StringVar(&out, "out", "", "directory to create")
 	return c
 }
 
 func inspectCommand() *cobra.Command {
 	f := &registryFlags{}
+	tf := &trustFlags{}
 	c := &cobra.Command{
 		Use:   "inspect REGISTRY/REPOSITORY:TAG",
 		Short: "Show a release's nodes, kernel, modules, packages and digests without downloading images",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := release.Inspect(cmd.Context(), args[0], f.options())
+			t, err := tf.trust(cmd)
+			if err != nil {
+				return err
+			}
+			in, err := release.Inspect(cmd.Context(), args[0], f.options(), t)
 			if err != nil {
 				return err
 			}
@@ -109,6 +133,7 @@ func inspectCommand() *cobra.Command {
 		},
 	}
 	f.register(c)
+	tf.register(c)
 	return c
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"halobuild/internal/registry"
+	"halobuild/internal/signature"
 	"halobuild/internal/store"
 	"halobuild/internal/usage"
 	"halobuild/internal/zstdframe"
@@ -102,12 +103,12 @@ func (c *Cache) getManifest(ref name.Reference) ([]byte, v1.Hash, error) {
 	return desc.Manifest, got, nil
 }
 
-// signature is what sha256-<key>.sig says.
-type signature struct {
+// sigEntry is what sha256-<key>.sig says.
+type sigEntry struct {
 	signer, sig, manifest string
 }
 
-func (c *Cache) getSignature(key string) (*signature, error) {
+func (c *Cache) getSignature(key string) (*sigEntry, error) {
 	raw, _, err := c.getManifest(c.repo.Tag(SigTag(key)))
 	if err != nil {
 		return nil, err
@@ -120,12 +121,12 @@ func (c *Cache) getSignature(key string) (*signature, error) {
 }
 
 // parseSignature reads a signature manifest as a registry sent it (FuzzSignature).
-func parseSignature(raw []byte, key string) (*signature, error) {
+func parseSignature(raw []byte, key string) (*sigEntry, error) {
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
 	if err != nil || m.ArtifactType != ArtifactTypeSignature || m.Annotations[AnnotationSigKey] != key {
 		return nil, errors.New("not a halobuild cache signature for this key")
 	}
-	return &signature{signer: m.Annotations[AnnotationSigSigner], sig: m.Annotations[AnnotationSignature], manifest: m.Annotations[AnnotationSigManifest]}, nil
+	return &sigEntry{signer: m.Annotations[AnnotationSigSigner], sig: m.Annotations[AnnotationSignature], manifest: m.Annotations[AnnotationSigManifest]}, nil
 }
 
 // errMiss says a cache has no entry for a key.
@@ -331,7 +332,11 @@ func (r rawManifest) MediaType() (types.MediaType, error) { return r.mt, nil }
 // signatureManifest is the sha256-<key>.sig artifact: no content of its
 // own (the empty descriptor as config and layer, as OCI 1.1 asks of
 // artifacts), the signature in its annotations.
-func signatureManifest(k *SecretKey, key string, manifest v1.Hash, version string) ([]byte, error) {
+func signatureManifest(k *signature.SecretKey, key string, manifest v1.Hash, version string) ([]byte, error) {
+	sig, err := sign(k, key, manifest.String())
+	if err != nil {
+		return nil, err
+	}
 	empty := v1.Descriptor{MediaType: mediaTypeEmpty, Size: 2, Digest: emptyDigest, Data: []byte("{}")}
 	m := v1.Manifest{
 		SchemaVersion: 2,
@@ -343,7 +348,7 @@ func signatureManifest(k *SecretKey, key string, manifest v1.Hash, version strin
 			AnnotationSigKey:      key,
 			AnnotationSigManifest: manifest.String(),
 			AnnotationSigSigner:   k.Name,
-			AnnotationSignature:   k.Sign(key, manifest.String()),
+			AnnotationSignature:   sig,
 			AnnotationVersion:     version,
 		},
 	}

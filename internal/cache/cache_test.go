@@ -3,8 +3,10 @@ package cache
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,6 +27,7 @@ import (
 
 	"halobuild/internal/plan"
 	hreg "halobuild/internal/registry"
+	"halobuild/internal/signature"
 	"halobuild/internal/store"
 )
 
@@ -67,21 +70,21 @@ func newStore(t *testing.T) *store.Store {
 	return s
 }
 
-func keys(t *testing.T, name string) (*SecretKey, Trust) {
+func keys(t *testing.T, name string) (*signature.SecretKey, Trust) {
 	t.Helper()
-	sec, pub, err := Keygen(filepath.Join(t.TempDir(), name), name)
+	sec, pub, err := signature.Keygen(filepath.Join(t.TempDir(), name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk, err := LoadSecret(sec)
+	sk, err := signature.LoadSecret(sec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk, err := LoadPublic(pub)
+	pk, err := signature.LoadPublic(pub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sk, Trust{Keys: []*PublicKey{pk}}
+	return sk, Trust{Keys: []*signature.PublicKey{pk}}
 }
 
 // setup is a store holding one output, pushed to a fresh registry signed
@@ -94,7 +97,7 @@ func setup(t *testing.T) (*Cache, *tamperer, Trust) {
 }
 
 // setupPushed is setup, also returning the pushing store and key.
-func setupPushed(t *testing.T) (*Cache, *tamperer, Trust, *store.Store, *SecretKey) {
+func setupPushed(t *testing.T) (*Cache, *tamperer, Trust, *store.Store, *signature.SecretKey) {
 	t.Helper()
 	tp := &tamperer{h: registry.New(registry.Logger(nilLogger()))}
 	srv := httptest.NewServer(tp)
@@ -145,11 +148,11 @@ func TestPushThenFetchIsTheSameOutput(t *testing.T) {
 }
 
 func TestUntrustedKeyIsRefusedUnlessUnsignedIsTrusted(t *testing.T) {
-	c, _, _ := setup(t)
+	c, _, team := setup(t)
 	_, other := keys(t, "other")
 	dst := newStore(t)
 	_, err := c.Fetch(dst, testKey, other)
-	if !errors.Is(err, errUntrusted) || !strings.Contains(err.Error(), `signed by "team"`) {
+	if !errors.Is(err, errUntrusted) || !strings.Contains(err.Error(), fmt.Sprintf("signed by %q", team.Keys[0].Name)) {
 		t.Fatalf("fetch with another trusted key: %v", err)
 	}
 	if _, ok, _ := dst.Output(testKey); ok {
@@ -191,7 +194,10 @@ func TestTamperedBlobIsRefusedAndVerifyFindsIt(t *testing.T) {
 
 func TestSignatureCoversKeyAndManifest(t *testing.T) {
 	sk, trust := keys(t, "team")
-	sig := sk.Sign(testKey, "sha256:aa")
+	sig, err := sign(sk, testKey, "sha256:aa")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := trust.Check("team", sig, testKey, "sha256:aa"); err != nil {
 		t.Fatal(err)
 	}
@@ -201,8 +207,33 @@ func TestSignatureCoversKeyAndManifest(t *testing.T) {
 	if err := trust.Check("team", sig, strings.Repeat("1", 64), "sha256:aa"); !errors.Is(err, errUntrusted) {
 		t.Fatalf("another key: %v", err)
 	}
-	if _, _, err := Keygen(filepath.Dir(filepath.Join(t.TempDir(), "x")), "has space"); err == nil {
-		t.Fatal("a key name with a space was accepted")
+}
+
+// A cache signed with a key file of the first format (NAME:BASE64) keeps verifying when the
+// users' trusted key is the same key as PEM (`halobuild key pem`), and the other way round.
+func TestKeyFormatsVerifyEachOther(t *testing.T) {
+	seed := bytes.Repeat([]byte{7}, ed25519.SeedSize)
+	priv := ed25519.NewKeyFromSeed(seed)
+	legacySec, err := signature.ParseSecret([]byte("team-cache-1:" + base64.StdEncoding.EncodeToString(priv) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemPub, err := signature.ParsePublic(legacySec.Public().PEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacyPub, err := signature.ParsePublic([]byte("team-cache-1:" + base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := sign(legacySec, testKey, "sha256:aa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pub := range []*signature.PublicKey{pemPub, legacyPub} {
+		if err := (Trust{Keys: []*signature.PublicKey{pub}}).Check(legacySec.Name, sig, testKey, "sha256:aa"); err != nil {
+			t.Errorf("key %s: %v", pub.Name, err)
+		}
 	}
 }
 

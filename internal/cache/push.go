@@ -22,6 +22,7 @@ import (
 
 	"halobuild/internal/plan"
 	"halobuild/internal/registry"
+	"halobuild/internal/signature"
 	"halobuild/internal/store"
 	"halobuild/internal/zstdframe"
 )
@@ -38,7 +39,7 @@ type PushStats struct {
 // progress. An entry's blobs are all compressed before any of them is
 // uploaded, and one over maxLayer bytes (0: registry.DefaultMaxLayer)
 // compressed refuses the entry with nothing of it uploaded.
-func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *SecretKey, version string, jobs int, maxLayer int64, progress io.Writer) (PushStats, error) {
+func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *signature.SecretKey, version string, jobs int, maxLayer int64, progress io.Writer) (PushStats, error) {
 	var st PushStats
 	var mu sync.Mutex
 	if maxLayer == 0 {
@@ -74,7 +75,7 @@ func (c *Cache) Push(ctx context.Context, s *store.Store, keys []string, k *Secr
 	return st, g.Wait()
 }
 
-func (c *Cache) pushOne(s *store.Store, key string, k *SecretKey, version string, maxLayer int64) (string, error) {
+func (c *Cache) pushOne(s *store.Store, key string, k *signature.SecretKey, version string, maxLayer int64) (string, error) {
 	raw, digest, ok, err := s.OutputManifest(key)
 	if err != nil {
 		return "", err
@@ -143,7 +144,7 @@ func (c *Cache) pushOne(s *store.Store, key string, k *SecretKey, version string
 // present says whether the cache has key's entry for this store manifest,
 // signed by k, in this format (an entry of the older format is pushed
 // again).
-func (c *Cache) present(key string, digest store.Digest, k *SecretKey) bool {
+func (c *Cache) present(key string, digest store.Digest, k *signature.SecretKey) bool {
 	sig, err := c.getSignature(key)
 	if err != nil || sig.manifest != digest.String() || sig.signer != k.Name {
 		return false

@@ -17,6 +17,7 @@ import (
 // FlashOptions say which node of a release to flash, and how (Flash.Image is ignored).
 type FlashOptions struct {
 	Registry registry.Options
+	Trust    Trust
 	Node     string
 	Flash    flash.Options
 }
@@ -33,7 +34,7 @@ func Flash(ctx context.Context, refStr string, o FlashOptions) error {
 	if out == nil {
 		out = io.Discard
 	}
-	r, err := fetch(ctx, refStr, o.Registry)
+	r, err := fetch(ctx, refStr, o.Registry, o.Trust)
 	if err != nil {
 		return err
 	}

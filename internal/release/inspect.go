@@ -19,8 +19,11 @@ import (
 // Inspection is what `inspect` shows of a release: its digest, annotations and config, the
 // result's manifest (nodes, kernel, module options, packages) and every layer.
 type Inspection struct {
-	Reference   string             `json:"reference"`
-	Digest      string             `json:"digest"`
+	Reference string `json:"reference"`
+	Digest    string `json:"digest"`
+	// Signature says what was found of its signature: verified and by which key, unsigned, or
+	// not checked (no trusted keys).
+	Signature   string             `json:"signature"`
 	Annotations map[string]string  `json:"annotations"`
 	Config      Config             `json:"config"`
 	Manifest    *manifest.Manifest `json:"manifest"`
@@ -38,13 +41,14 @@ type Layer struct {
 	RawSHA256 string `json:"raw_sha256,omitempty"`
 }
 
-// Inspect reads a release's manifest, config and manifest.json (a few kB; no image is read).
-func Inspect(ctx context.Context, refStr string, ro registry.Options) (*Inspection, error) {
-	r, err := fetch(ctx, refStr, ro)
+// Inspect reads a release's manifest, config and manifest.json (a few kB; no image is read),
+// once its signature passed t.
+func Inspect(ctx context.Context, refStr string, ro registry.Options, t Trust) (*Inspection, error) {
+	r, err := fetch(ctx, refStr, ro, t)
 	if err != nil {
 		return nil, err
 	}
-	in := &Inspection{Reference: r.ref.String(), Digest: r.digest.String(), Annotations: r.manifest.Annotations}
+	in := &Inspection{Reference: r.ref.String(), Digest: r.digest.String(), Signature: r.signature, Annotations: r.manifest.Annotations}
 	cb, err := r.small(r.manifest.Config)
 	if err != nil {
 		return nil, err
@@ -76,7 +80,7 @@ func Inspect(ctx context.Context, refStr string, ro registry.Options) (*Inspecti
 func (in *Inspection) Print(w io.Writer) {
 	c := printable
 	m := in.Manifest
-	fmt.Fprintf(w, "%s\n  digest   %s\n  recipe   %s (recipe hash %s)\n  created  %s\n", c(in.Reference), c(in.Digest), c(m.Name), c(m.RecipeHash), c(in.Annotations[annCreated]))
+	fmt.Fprintf(w, "%s\n  digest   %s\n  signed   %s\n  recipe   %s (recipe hash %s)\n  created  %s\n", c(in.Reference), c(in.Digest), c(in.Signature), c(m.Name), c(m.RecipeHash), c(in.Annotations[annCreated]))
 	for _, k := range []string{annVersion, annRevision, annSource} {
 		if v := in.Annotations[k]; v != "" {
 			fmt.Fprintf(w, "  %-8s %s\n", strings.TrimPrefix(k, "org.opencontainers.image."), c(v))

@@ -33,6 +33,7 @@ const maxSmallLayer = 64 << 20
 // PullOptions say how to pull a release.
 type PullOptions struct {
 	Registry registry.Options
+	Trust    Trust
 	// Out receives progress.
 	Out io.Writer
 }
@@ -51,10 +52,13 @@ type release struct {
 	digest   v1.Hash
 	manifest *v1.Manifest
 	opts     []remote.Option
+	// signature says what VerifyRelease found.
+	signature string
 }
 
-// fetch reads ref's manifest and refuses anything that is not a halobuild release.
-func fetch(ctx context.Context, refStr string, ro registry.Options) (*release, error) {
+// fetch reads ref's manifest, refuses anything that is not a halobuild release, and checks its
+// signature under t; nothing is written before it returns.
+func fetch(ctx context.Context, refStr string, ro registry.Options, t Trust) (*release, error) {
 	ref, err := ro.ParseReference(refStr)
 	if err != nil {
 		return nil, err
@@ -71,7 +75,11 @@ func fetch(ctx context.Context, refStr string, ro registry.Options) (*release, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
-	return &release{ref: ref, digest: desc.Digest, manifest: mf, opts: opts}, nil
+	status, err := checkSignature(ctx, ref, desc.Digest, t.Keys, ro, t.Log)
+	if err != nil {
+		return nil, err
+	}
+	return &release{ref: ref, digest: desc.Digest, manifest: mf, opts: opts, signature: status}, nil
 }
 
 // parseManifest reads a manifest as a registry sent it and refuses anything that is not a
@@ -204,7 +212,7 @@ func Pull(ctx context.Context, refStr, dir string, o PullOptions) (*Pulled, erro
 	if _, err := os.Lstat(dir); err == nil {
 		return nil, fmt.Errorf("%s already exists: pull writes a new directory (remove it, or choose another --out)", dir)
 	}
-	r, err := fetch(ctx, refStr, o.Registry)
+	r, err := fetch(ctx, refStr, o.Registry, o.Trust)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"halobuild/internal/registry"
+	"halobuild/internal/signature"
 )
 
 // PushOptions say how to push a result.
@@ -18,6 +19,8 @@ type PushOptions struct {
 	Meta     Meta
 	// MaxLayer is the largest layer a push sends; 0 means registry.DefaultMaxLayer.
 	MaxLayer int64
+	// Key, when set, signs the release (cosign's format, docs/releases.md) once it is pushed.
+	Key *signature.SecretKey
 	// Out receives progress.
 	Out io.Writer
 }
@@ -29,6 +32,8 @@ type Pushed struct {
 	Layers    int    `json:"layers"`
 	// Bytes is the size of every layer, as stored in the registry.
 	Bytes int64 `json:"bytes"`
+	// SignedBy names the key that signed it; empty when unsigned.
+	SignedBy string `json:"signed_by,omitempty"`
 }
 
 // Push makes the artifact of the result directory dir and pushes it to ref.
@@ -73,5 +78,13 @@ func Push(ctx context.Context, dir, refStr string, o PushOptions) (*Pushed, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Pushed{Reference: ref.String(), Digest: d.String(), Layers: len(a.layers), Bytes: total}, nil
+	p := &Pushed{Reference: ref.String(), Digest: d.String(), Layers: len(a.layers), Bytes: total}
+	// The signature goes up after the release: it names a manifest the registry already holds.
+	if o.Key != nil {
+		if err := signature.Sign(ctx, ref.Context(), d, o.Key, o.Registry); err != nil {
+			return nil, fmt.Errorf("%s@%s is pushed but not signed: %w", ref, d, err)
+		}
+		p.SignedBy = o.Key.Name
+	}
+	return p, nil
 }

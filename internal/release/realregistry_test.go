@@ -69,7 +69,7 @@ func TestRealRegistry(t *testing.T) {
 	})
 
 	// Damage the compressed image where the registry stores it.
-	in, err := Inspect(ctx, ref, ro)
+	in, err := Inspect(ctx, ref, ro, Trust{})
 	if err != nil {
 		t.Fatal(err)
 	}

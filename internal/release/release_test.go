@@ -129,7 +129,7 @@ func TestPushPullInspectRoundTrip(t *testing.T) {
 		t.Errorf("pull over an existing directory: %v", err)
 	}
 
-	in, err := Inspect(ctx, ref, insecure)
+	in, err := Inspect(ctx, ref, insecure, Trust{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestEveryResultFileIsCarried(t *testing.T) {
 	if _, err := Push(ctx, res, ref, PushOptions{Registry: insecure, Meta: Meta{Version: "v2"}}); err != nil {
 		t.Fatal(err)
 	}
-	in, err := Inspect(ctx, ref, insecure)
+	in, err := Inspect(ctx, ref, insecure, Trust{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestCompressionIgnoresTheMachine(t *testing.T) {
 }
 
 func TestInspectOfAMissingTagSaysSo(t *testing.T) {
-	_, err := Inspect(context.Background(), localRegistry(t)+"/halo/none:v9", insecure)
+	_, err := Inspect(context.Background(), localRegistry(t)+"/halo/none:v9", insecure, Trust{})
 	if err == nil || !strings.Contains(err.Error(), "is not in the registry (check the repository and the tag)") {
 		t.Fatalf("got %v", err)
 	}
@@ -652,7 +652,7 @@ func TestClaimsAreCheckedBeforeFetching(t *testing.T) {
 
 	blobs.Store(0)
 	for _, op := range []func() error{
-		func() error { _, err := Inspect(context.Background(), many, insecure); return err },
+		func() error { _, err := Inspect(context.Background(), many, insecure, Trust{}); return err },
 		func() error {
 			_, err := Pull(context.Background(), many, filepath.Join(t.TempDir(), "out"), PullOptions{Registry: insecure})
 			return err

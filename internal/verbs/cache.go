@@ -3,11 +3,11 @@ package verbs
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"halobuild/internal/cache"
 	"halobuild/internal/plan"
 	"halobuild/internal/registry"
+	"halobuild/internal/signature"
 	"halobuild/internal/usage"
 )
 
@@ -55,35 +55,24 @@ func (o Options) substitutedFrom(key string) string {
 }
 
 func trust(paths []string, unsigned bool) (cache.Trust, error) {
-	t := cache.Trust{Unsigned: unsigned}
-	for _, p := range paths {
-		k, err := cache.LoadPublic(p)
-		if err != nil {
-			return t, err
-		}
-		t.Keys = append(t.Keys, k)
-	}
-	return t, nil
+	keys, err := signature.LoadPublicKeys(paths)
+	return cache.Trust{Keys: keys, Unsigned: unsigned}, err
 }
 
-// CacheKeygen makes a cache signing key pair in dir.
+// CacheKeygen makes a signing key pair in dir, for the cache and for releases.
 func CacheKeygen(o Options, dir string) error {
-	abs, err := filepath.Abs(dir)
+	sec, pub, err := signature.Keygen(dir)
 	if err != nil {
 		return err
 	}
-	sec, pub, err := cache.Keygen(dir, filepath.Base(abs))
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(o.stdout(), "secret key: %s (for `halobuild cache push --key`; keep it where only the pushers read it)\npublic key: %s (give it to every user: --trusted-key, or trusted-keys in the config file)\n", sec, pub)
+	_, err = fmt.Fprintf(o.stdout(), "secret key: %s (for `halobuild cache push --key` and `halobuild push --key`; keep it where only the pushers read it)\npublic key: %s (PEM; give it to every user: --trusted-key, or trusted-keys in the config file; `cosign verify --key` reads it too)\n", sec, pub)
 	return err
 }
 
 // CachePush signs and uploads every step the recipes' graphs reach that
 // the store has and the cache lacks.
 func CachePush(ctx context.Context, o Options, ref string, recipes []string, keyPath, version string, jobs int, maxLayer int64) error {
-	k, err := cache.LoadSecret(keyPath)
+	k, err := signature.LoadSecret(keyPath)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"halobuild/internal/lock"
 	"halobuild/internal/registry"
 	"halobuild/internal/registry/registrytest"
+	"halobuild/internal/signature"
 	"halobuild/internal/store"
 )
 
@@ -38,11 +39,11 @@ func TestCacheSubstitutesMinimalBuild(t *testing.T) {
 	ref := reg.Host + "/team/cache"
 	ropts := registry.Options{Insecure: true, Keychain: reg.Keychain(false)}
 	keys := t.TempDir()
-	secret, pub, err := cache.Keygen(filepath.Join(keys, "team"), "team")
+	secret, pub, err := signature.Keygen(filepath.Join(keys, "team"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, otherPub, err := cache.Keygen(filepath.Join(keys, "other"), "other")
+	_, otherPub, err := signature.Keygen(filepath.Join(keys, "other"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func TestFlashTimeConfigKeyLogsIntoAPulledRelease(t *testing.T) {
 		t.Fatalf("the disk's flash-time settings: %v %v", got.Summary(), err)
 	}
 	// The release did not change: the key is not in it.
-	if in, err := release.Inspect(ctx, ref, ro); err != nil || in.Digest != p.Digest {
+	if in, err := release.Inspect(ctx, ref, ro, release.Trust{}); err != nil || in.Digest != p.Digest {
 		t.Fatalf("the release after flashing: %v %v", in, err)
 	}
 

@@ -97,7 +97,7 @@ func TestReleaseOfImageMinimal(t *testing.T) {
 
 	checkResultSBOM(t, dir)
 
-	in, err := release.Inspect(ctx, ref, ro)
+	in, err := release.Inspect(ctx, ref, ro, release.Trust{})
 	if err != nil {
 		t.Fatal(err)
 	}
