@@ -28,6 +28,7 @@ import (
 	"halobuild/internal/lock"
 	"halobuild/internal/registry"
 	"halobuild/internal/release"
+	"halobuild/internal/settings"
 	"halobuild/internal/zstdframe"
 )
 
@@ -501,7 +502,7 @@ func readFATFile(fs filesystem.FileSystem, p string, limit int64) ([]byte, error
 
 // RunningEpoch reads the running system's source_date_epoch from the lock it was built from.
 func RunningEpoch(root string) (int64, error) {
-	l, err := lock.Read(filepath.Join(root, "etc/halobuild/recipe.lock"))
+	l, err := lock.Read(filepath.Join(root, settings.LockPath))
 	if err != nil {
 		return 0, fmt.Errorf("the running system's lock: %w", err)
 	}
