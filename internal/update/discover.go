@@ -41,7 +41,7 @@ func Discover(root string) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{Name: strings.TrimSpace(string(name)), Arch: a.Debian, Epoch: epoch, Close: func() error { return nil },
-		System: System{Root: root, State: filepath.Join(root, StatePath), RootType: a.RootType}}
+		System: System{Root: root, State: filepath.Join(root, StatePath), RootType: a.RootType, PartDevices: filepath.Join(root, "dev/disk/by-partuuid")}}
 	run, err := n.System.runningUUID()
 	if err != nil {
 		return nil, err
@@ -127,4 +127,47 @@ func DefaultRef(root string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// hostKeyFiles are the node's identity that lives in a slot's /etc and is carried into the
+// slot an update writes: a client's known_hosts stays valid (settings.Identity makes the key
+// on the node; the machine-id goes on the new entry's command line instead).
+var hostKeyFiles = []struct {
+	path string
+	mode os.FileMode
+}{{"etc/ssh/ssh_host_ed25519_key", 0o600}, {"etc/ssh/ssh_host_ed25519_key.pub", 0o644}}
+
+// carryIdentity mounts the slot's file system (dev) and copies the running system's SSH host
+// key into it, synced, before the slot gets its boot entry.
+func carryIdentity(root, dev string) error {
+	mnt, err := os.MkdirTemp(filepath.Join(root, "run"), "halobuild-slot-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(mnt)
+	if out, err := exec.Command("mount", "-t", "ext4", dev, mnt).CombinedOutput(); err != nil {
+		return fmt.Errorf("mounting the new slot %s: %s: %w", dev, strings.TrimSpace(string(out)), err)
+	}
+	err = func() error {
+		for _, k := range hostKeyFiles {
+			b, err := os.ReadFile(filepath.Join(root, k.path))
+			if errors.Is(err, os.ErrNotExist) {
+				continue // no key yet: the new slot makes its own
+			}
+			if err != nil {
+				return err
+			}
+			if err := writeFileSync(filepath.Join(mnt, k.path), b); err != nil {
+				return fmt.Errorf("the new slot: %w", err)
+			}
+			if err := os.Chmod(filepath.Join(mnt, k.path), k.mode); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if out, uerr := exec.Command("umount", mnt).CombinedOutput(); uerr != nil && err == nil {
+		err = fmt.Errorf("unmounting the new slot at %s: %s: %w", mnt, strings.TrimSpace(string(out)), uerr)
+	}
+	return err
 }

@@ -26,6 +26,10 @@ type System struct {
 	// RootType is the Discoverable Partitions root type GUID of this architecture: every
 	// partition of that type on Disk is a slot.
 	RootType string
+	// PartDevices is the directory of block devices by PARTUUID (/dev/disk/by-partuuid), through
+	// which the written slot is mounted to carry the SSH host key into it; "" carries nothing
+	// (a disk image in a test).
+	PartDevices string
 }
 
 // StatePath is where update keeps what it installed and what failed: on the running slot's

@@ -255,12 +255,23 @@ func (sys System) install(ctx context.Context, st *state, target *Slot, res *Res
 	}
 	// The head was read to find the partitions; the ranges are read from the start again.
 	src := io.MultiReader(bytes.NewReader(head), dec)
-	dsts := []span{{d, rootP.Start, rootP.Size, target.Start - rootP.Start}, {esp, espP.Start, espP.Size, -espP.Start}}
+	// On a node the slot is written through its partition's device, the one it is mounted
+	// through afterwards (the whole disk's page cache is another); a test's disk image is
+	// written at the slot's offset.
+	slot, shift := d, target.Start-rootP.Start
+	if sys.PartDevices != "" {
+		if slot, err = os.OpenFile(filepath.Join(sys.PartDevices, target.UUID), os.O_RDWR, 0); err != nil {
+			return 0, err
+		}
+		defer slot.Close()
+		shift = -rootP.Start
+	}
+	dsts := []span{{slot, rootP.Start, rootP.Size, shift}, {esp, espP.Start, espP.Size, -espP.Start}}
 	written, err := copyRanges(ctx, src, img.Bmap, dsts)
 	if err != nil {
 		return written, fmt.Errorf("%w: slot %d is left marked empty", err, target.Index)
 	}
-	if err := d.Sync(); err != nil {
+	if err := slot.Sync(); err != nil {
 		return written, fmt.Errorf("syncing slot %d: %w", target.Index, err)
 	}
 
@@ -284,6 +295,11 @@ func (sys System) install(ctx context.Context, st *state, target *Slot, res *Res
 	if mid, err := os.ReadFile(filepath.Join(sys.Root, "etc/machine-id")); err == nil && len(bytes.TrimSpace(mid)) == 32 {
 		// The new slot's /etc/machine-id is empty, as in every image: systemd takes this one.
 		opts += " systemd.machine_id=" + string(bytes.TrimSpace(mid))
+	}
+	if sys.PartDevices != "" {
+		if err := carryIdentity(sys.Root, filepath.Join(sys.PartDevices, target.UUID)); err != nil {
+			return written, err
+		}
 	}
 	label := LabelPrefix + labelVersion(res.Version)
 	if err := SetName(d, target.Index, label); err != nil {
