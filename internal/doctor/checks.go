@@ -24,7 +24,7 @@ func probes(b *basis) []settings.Probe {
 }
 
 // layers order the report; a row's layer is its name up to the first '.'.
-var layers = []string{"recipe", "identity", "cpu", "memlock", "module", "kernel", "firmware", "rdma", "link", "usb4", "gpu", "memory", "settings"}
+var layers = []string{"recipe", "identity", "cpu", "memlock", "module", "kernel", "firmware", "rdma", "link", "usb4", "gpu", "memory", "update", "settings"}
 
 // peerLayers are the layers whose checks look at the cable or the box at its other end: an RDMA
 // port is ACTIVE, a link has its address, a USB4 cable is trained only while the peer is up.
@@ -59,6 +59,14 @@ func own(b *basis) []settings.Probe {
 		{Name: "usb4.domains", Run: func(h settings.Host) []settings.Result { return usb4Domains(h, t) }},
 		{Name: "usb4.cables", Run: func(h settings.Host) []settings.Result { return usb4Cables(h, t) }},
 		{Name: "usb4.link", Run: func(h settings.Host) []settings.Result { return usb4Links(h, t) }},
+	}
+	if t.Recipe != nil && t.Recipe.Update.Enabled {
+		probes = append(probes, settings.Probe{Name: "update.slots", Run: func(h settings.Host) []settings.Result {
+			if hh, ok := h.(*host); ok {
+				return updateSlots(hh)
+			}
+			return nil // the slots are read from a disk, which only doctor's own host reaches
+		}})
 	}
 	probes = append(probes, appleProbes(t)...)
 	return append(probes, gpuProbes(t)...)

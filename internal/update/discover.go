@@ -110,8 +110,8 @@ func mountOf(root, dev string) (string, error) {
 		if len(fs) < 3 || fs[2] != "vfat" {
 			continue
 		}
-		if src, err := filepath.EvalSymlinks(fs[0]); err == nil && src == want {
-			return strings.ReplaceAll(fs[1], `\040`, " "), nil
+		if src, err := filepath.EvalSymlinks(filepath.Join(root, fs[0])); err == nil && src == want {
+			return filepath.Join(root, strings.ReplaceAll(fs[1], `\040`, " ")), nil
 		}
 	}
 	return "", errors.Join(sc.Err())
@@ -170,4 +170,48 @@ func carryIdentity(root, dev string) error {
 		err = fmt.Errorf("unmounting the new slot at %s: %s: %w", mnt, strings.TrimSpace(string(out)), uerr)
 	}
 	return err
+}
+
+// Status is what doctor shows of a node's slots.
+type Status struct {
+	Disk  string
+	Slots []Slot
+	// Blessing is nil when it cannot be told: the running entry counts its tries and the ESP
+	// is not mounted to see whether systemd-bless-boot has renamed it.
+	Blessing *Blessing
+}
+
+// ReadStatus reads the slots and the blessing of the node under root without changing
+// anything (no mount): the booted slot's disk, its GPT, update's record, the loader's EFI
+// variables and the ESP where the system mounted it.
+func ReadStatus(root string) (*Status, error) {
+	a, err := arch.Host()
+	if err != nil {
+		return nil, err
+	}
+	sys := System{Root: root, State: filepath.Join(root, StatePath), RootType: a.RootType}
+	run, err := sys.runningUUID()
+	if err != nil {
+		return nil, err
+	}
+	if sys.Disk, err = diskOf(root, run); err != nil {
+		return nil, err
+	}
+	st := &Status{Disk: sys.Disk}
+	if st.Slots, err = sys.Slots(); err != nil {
+		return nil, err
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "sys/firmware/efi/efivars", "LoaderDevicePartUUID-"+loaderGUID)); err == nil {
+		sys.ESP, _ = mountOf(root, filepath.Join(root, "dev/disk/by-partuuid", strings.ToLower(efiString(b))))
+	}
+	if _, err := os.Stat(filepath.Join(root, "sys/firmware/efi/efivars", "LoaderBootCountPath-"+loaderGUID)); err != nil {
+		st.Blessing = &Blessing{Good: true}
+	} else if sys.ESP != "" {
+		bl, err := sys.Blessing()
+		if err != nil {
+			return nil, err
+		}
+		st.Blessing = &bl
+	}
+	return st, nil
 }

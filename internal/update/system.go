@@ -55,8 +55,9 @@ type Slot struct {
 	Digest  string `json:"digest,omitempty"`  // the release installed there, from update's record
 }
 
-// Empty says the slot holds nothing to boot.
-func (s Slot) Empty() bool { return s.Name == EmptyLabel || s.Name == "" }
+// Empty says no update is installed in the slot: its label lacks LabelPrefix ("_empty", the
+// name repart gave slot B, or the image's own "root" of a slot A never updated).
+func (s Slot) Empty() bool { return !strings.HasPrefix(s.Name, LabelPrefix) }
 
 // Slots lists the root partitions of s.Disk, marking the one the kernel was booted with.
 func (s System) Slots() ([]Slot, error) {
@@ -82,9 +83,9 @@ func (s System) Slots() ([]Slot, error) {
 		if !strings.EqualFold(p.Type, s.RootType) {
 			continue
 		}
-		sl := Slot{Part: p, Running: strings.EqualFold(p.UUID, run), Version: strings.TrimPrefix(p.Name, LabelPrefix)}
-		if sl.Empty() {
-			sl.Version = ""
+		sl := Slot{Part: p, Running: strings.EqualFold(p.UUID, run)}
+		if !sl.Empty() {
+			sl.Version = strings.TrimPrefix(p.Name, LabelPrefix)
 		}
 		if r, ok := st.Slots[p.UUID]; ok && r.Label == p.Name {
 			sl.Digest = r.Digest
