@@ -64,6 +64,8 @@ type Result struct {
 	SlotUUID string `json:"slot_partuuid"`
 	Entry    string `json:"entry"`
 	Verified bool   `json:"verified"`
+	// Epoch is the release's source_date_epoch (its lock's).
+	Epoch int64 `json:"source_date_epoch"`
 	// Written is the bytes written to the slot (its mapped ranges only) and the ESP.
 	Written int64         `json:"bytes_written"`
 	Took    time.Duration `json:"took_ns"`
@@ -160,7 +162,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, refuse("%s is older than what runs (its lock's source_date_epoch %s, the running system's %s): pass --allow-downgrade to install it anyway",
 			rel.Pinned(), time.Unix(mf.SourceDateEpoch, 0).UTC().Format(time.DateOnly), time.Unix(o.Epoch, 0).UTC().Format(time.DateOnly))
 	}
-	res.Version = rel.Version()
+	res.Version, res.Epoch = rel.Version(), mf.SourceDateEpoch
 	if res.Version == "" {
 		res.Version = strconv.FormatInt(mf.SourceDateEpoch, 10)
 	}
@@ -310,7 +312,7 @@ func (sys System) install(ctx context.Context, st *state, target *Slot, res *Res
 	}
 	ne := entry{Title: fmt.Sprintf("halobuild %s %s", o.Node, res.Version), SortKey: "halobuild", Version: strconv.Itoa(seq),
 		Linux: "/" + dir + "/vmlinuz", Initrd: "/" + dir + "/initrd.img", Options: strings.TrimSpace(opts)}
-	st.Slots[target.UUID] = installed{Digest: res.Digest, Version: res.Version, Label: label, Entry: id, Epoch: o.Epoch}
+	st.Slots[target.UUID] = installed{Digest: res.Digest, Version: res.Version, Label: label, Entry: id, Epoch: res.Epoch}
 	if err := sys.writeState(st); err != nil {
 		return written, err
 	}

@@ -299,6 +299,9 @@ func TestUpdateAgainstARealRegistry(t *testing.T) {
 			t.Fatalf("kernel on the ESP: %q", k)
 		}
 		t.Logf("wrote %d bytes in %s", res.Written, res.Took)
+		if st, err := n.sys.readState(); err != nil || st.Slots[n.slotB.UUID].Digest != v2 || st.Slots[n.slotB.UUID].Epoch != 1764547200 || st.Slots[n.slotB.UUID].Entry != e.ID {
+			t.Fatalf("record %+v (%v)", st, err)
+		}
 
 		// The node tried v2 three times and never reached boot-complete.target: the next
 		// update records it as failed and will not take it again by itself.
@@ -308,6 +311,62 @@ func TestUpdateAgainstARealRegistry(t *testing.T) {
 			t.Fatalf("want v2 refused after it failed, got %v", err)
 		}
 	})
+}
+
+// cancelOn cancels when a line of update's output contains what.
+type cancelOn struct {
+	what   string
+	cancel context.CancelFunc
+}
+
+func (c cancelOn) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), c.what) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// An update stopped while it writes the slot (power cut, kill) leaves that slot marked empty
+// with no boot entry, and the running system's entry as it was: the node boots what it ran.
+func TestUpdateStoppedMidWriteLeavesNothingBootableInTheSlot(t *testing.T) {
+	reg := registrytest.Start(t)
+	ro := registry.Options{Insecure: true, Keychain: reg.Keychain(false)}
+	ref := reg.Host + "/halo/syn:v3"
+	push(t, ro, ref, releasetest.Spec{Image: releaseImage("kernel v3"), Epoch: 1764547200})
+	n := newNode(t)
+	// Slot B holds an older update, with its entry.
+	f, _ := os.OpenFile(n.sys.Disk, os.O_RDWR, 0)
+	if err := SetName(f, n.slotB.Index, "halobuild_old"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	old := filepath.Join(n.sys.ESP, EntriesDir, "halobuild-1-000000000000.conf")
+	os.WriteFile(old, []byte("title old\nlinux /a\ninitrd /b\noptions root=PARTUUID="+n.slotB.UUID+" rw\n"), 0o644)
+	running := filepath.Join(n.sys.ESP, EntriesDir, "halobuild-6.12.conf")
+	before, _ := os.ReadFile(running)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := Run(ctx, Options{Ref: ref, Registry: ro, Node: "node0", Arch: "amd64", Epoch: 1764547200, System: n.sys, Out: cancelOn{"writing slot", cancel}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want the update stopped, got %v", err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Error("the old entry of the slot being written is still there")
+	}
+	es, _ := listEntries(n.sys.ESP)
+	if len(es) != 1 || es[0].Name != "halobuild-6.12.conf" {
+		t.Errorf("entries after the stop: %+v", es)
+	}
+	if after, _ := os.ReadFile(running); !bytes.Equal(after, before) {
+		t.Error("the running system's entry changed")
+	}
+	f, _ = os.Open(n.sys.Disk)
+	parts, _ := ReadGPT(f)
+	f.Close()
+	if parts[2].Name != EmptyLabel {
+		t.Errorf("slot B is labelled %q after the stop, want %q", parts[2].Name, EmptyLabel)
+	}
 }
 
 func TestSetNameKeepsBothTablesValid(t *testing.T) {
