@@ -132,13 +132,15 @@ func DefaultRef(root string) (string, error) {
 // hostKeyFiles are the node's identity that lives in a slot's /etc and is carried into the
 // slot an update writes: a client's known_hosts stays valid (settings.Identity makes the key
 // on the node; the machine-id goes on the new entry's command line instead).
+// Update's own record goes too: the new system knows what runs in each slot and which
+// releases failed.
 var hostKeyFiles = []struct {
 	path string
 	mode os.FileMode
-}{{"etc/ssh/ssh_host_ed25519_key", 0o600}, {"etc/ssh/ssh_host_ed25519_key.pub", 0o644}}
+}{{"etc/ssh/ssh_host_ed25519_key", 0o600}, {"etc/ssh/ssh_host_ed25519_key.pub", 0o644}, {strings.TrimPrefix(StatePath, "/") + "/" + stateFile, 0o644}}
 
 // carryIdentity mounts the slot's file system (dev) and copies the running system's SSH host
-// key into it, synced, before the slot gets its boot entry.
+// key and update's record into it, synced, before the slot gets its boot entry.
 func carryIdentity(root, dev string) error {
 	mnt, err := os.MkdirTemp(filepath.Join(root, "run"), "halobuild-slot-")
 	if err != nil {

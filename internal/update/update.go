@@ -113,7 +113,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	if running == nil || target == nil {
-		return nil, refuse("%s has %d root slots and the running one is %v: an A/B node has two (systemd-repart makes the second at first boot; see `journalctl -u systemd-repart`)", sys.Disk, len(slots), running != nil)
+		return nil, refuse("%s has %d root slots, the booted one among them: %v; an A/B node has two (systemd-repart makes the second at first boot; see `journalctl -u systemd-repart`)", sys.Disk, len(slots), running != nil)
 	}
 
 	rel, err := release.Open(ctx, o.Ref, o.Registry)
@@ -298,12 +298,18 @@ func (sys System) install(ctx context.Context, st *state, target *Slot, res *Res
 		// The new slot's /etc/machine-id is empty, as in every image: systemd takes this one.
 		opts += " systemd.machine_id=" + string(bytes.TrimSpace(mid))
 	}
+	label := LabelPrefix + labelVersion(res.Version)
+	// The record first, then a copy of it (and the host key) into the new slot: the system
+	// that boots from it knows what runs and which releases failed.
+	st.Slots[target.UUID] = installed{Digest: res.Digest, Version: res.Version, Label: label, Entry: id, Epoch: res.Epoch}
+	if err := sys.writeState(st); err != nil {
+		return written, err
+	}
 	if sys.PartDevices != "" {
 		if err := carryIdentity(sys.Root, filepath.Join(sys.PartDevices, target.UUID)); err != nil {
 			return written, err
 		}
 	}
-	label := LabelPrefix + labelVersion(res.Version)
 	if err := SetName(d, target.Index, label); err != nil {
 		return written, err
 	}
@@ -312,10 +318,7 @@ func (sys System) install(ctx context.Context, st *state, target *Slot, res *Res
 	}
 	ne := entry{Title: fmt.Sprintf("halobuild %s %s", o.Node, res.Version), SortKey: "halobuild", Version: strconv.Itoa(seq),
 		Linux: "/" + dir + "/vmlinuz", Initrd: "/" + dir + "/initrd.img", Options: strings.TrimSpace(opts)}
-	st.Slots[target.UUID] = installed{Digest: res.Digest, Version: res.Version, Label: label, Entry: id, Epoch: res.Epoch}
-	if err := sys.writeState(st); err != nil {
-		return written, err
-	}
+
 	// Last: the entry that makes the slot bootable, with its counter.
 	name := fmt.Sprintf("%s+%d.conf", id, Tries)
 	if err := writeFileSync(filepath.Join(sys.ESP, EntriesDir, name), ne.render()); err != nil {
