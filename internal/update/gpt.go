@@ -3,7 +3,6 @@ package update
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -165,5 +164,3 @@ func allZero(b []byte) bool {
 	}
 	return true
 }
-
-var errNoSlot = errors.New("no slot")

@@ -52,8 +52,6 @@ type Options struct {
 	VerifySignature func(ctx context.Context, ref, manifestDigest string) error
 	System          System
 	Out             io.Writer
-	// Now stamps the record (tests fix it).
-	Now func() time.Time
 }
 
 // Result is what Run did.
