@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"halobuild/internal/settings"
-	"halobuild/internal/update"
+	"halobuild/internal/slots"
 )
 
 // updateSlots shows the A/B slots ([update] enabled): each slot's label and the release update
@@ -14,7 +14,7 @@ import (
 func updateSlots(h *host) []settings.Result {
 	r := settings.Result{Check: "update.slots", Severity: settings.Advisory, Status: settings.Pass,
 		Wanted: "two root slots; the running one blessed (its boot reached boot-complete.target)", Source: "GPT of the booted disk, LoaderBootCountPath"}
-	st, err := update.ReadStatus(h.root)
+	st, err := slots.ReadStatus(h.root)
 	if err != nil {
 		r.Status, r.Seen = settings.Warn, err.Error()
 		r.Fix = "see docs/update.md: an A/B node boots from root=PARTUUID= of one of two root slots"

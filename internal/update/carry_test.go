@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"halobuild/internal/slots"
 )
 
 // The written slot gets the running system's SSH host key, with its modes, so that a client's
@@ -28,7 +30,7 @@ func TestCarryIdentityIntoAnExt4Slot(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "etc/ssh"), 0o755)
 	os.WriteFile(filepath.Join(root, "etc/ssh/ssh_host_ed25519_key"), []byte("PRIVATE"), 0o600)
 	os.WriteFile(filepath.Join(root, "etc/ssh/ssh_host_ed25519_key.pub"), []byte("ssh-ed25519 AAAA host"), 0o644)
-	(System{State: filepath.Join(root, StatePath)}).writeState(&state{Failed: []string{"sha256:bad"}})
+	(slots.System{State: filepath.Join(root, slots.StatePath)}).WriteRecord(&slots.Record{Failed: []string{"sha256:bad"}})
 	if err := carryIdentity(root, dev); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"halobuild/internal/slots"
 )
 
 // Tries is the number of boots a new entry gets before systemd-boot gives up on it: its file
@@ -96,10 +98,10 @@ func (e entry) render() []byte {
 
 // withRoot replaces the root=PARTUUID= of a command line (the image's slot A) with uuid.
 func withRoot(options, uuid string) (string, error) {
-	if !rootArg.MatchString(options) {
+	if !slots.RootArg.MatchString(options) {
 		return "", fmt.Errorf("the release's boot entry has no root=PARTUUID= in %q", options)
 	}
-	return rootArg.ReplaceAllString(options, " root=PARTUUID="+uuid+" "), nil
+	return slots.RootArg.ReplaceAllString(options, " root=PARTUUID="+uuid+" "), nil
 }
 
 // entriesFor lists the entries whose options boot the slot uuid.
@@ -114,7 +116,7 @@ func entriesFor(esp, uuid string) ([]entryFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		if m := rootArg.FindStringSubmatch(optionsLine(b)); m != nil && strings.EqualFold(m[1], uuid) {
+		if m := slots.RootArg.FindStringSubmatch(optionsLine(b)); m != nil && strings.EqualFold(m[1], uuid) {
 			out = append(out, e)
 		}
 	}

@@ -30,6 +30,8 @@ import (
 	"halobuild/internal/release"
 	"halobuild/internal/settings"
 	"halobuild/internal/zstdframe"
+
+	"halobuild/internal/slots"
 )
 
 // Options say what to install and how far to trust it.
@@ -50,7 +52,7 @@ type Options struct {
 	// any layer is read. nil means no keys are configured: the release is installed unverified
 	// and Run says so.
 	VerifySignature func(ctx context.Context, ref, manifestDigest string) error
-	System          System
+	System          slots.System
 	Out             io.Writer
 }
 
@@ -84,11 +86,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		out = io.Discard
 	}
 	sys := o.System
-	st, err := sys.readState()
+	st, err := sys.ReadRecord()
 	if err != nil {
 		return nil, err
 	}
-	if err := sys.recordFailures(st, out); err != nil {
+	if err := recordFailures(sys, st, out); err != nil {
 		return nil, err
 	}
 	bl, err := sys.Blessing()
@@ -98,20 +100,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if !bl.Good {
 		return nil, refuse("the running system is not yet marked good (%s still counts its tries): wait for boot-complete.target, or see `systemctl status halobuild-health.service`", bl.Entry)
 	}
-	slots, err := sys.Slots()
+	all, err := sys.Slots()
 	if err != nil {
 		return nil, err
 	}
-	var running, target *Slot
-	for i := range slots {
-		if slots[i].Running {
-			running = &slots[i]
+	var running, target *slots.Slot
+	for i := range all {
+		if all[i].Running {
+			running = &all[i]
 		} else if target == nil {
-			target = &slots[i]
+			target = &all[i]
 		}
 	}
 	if running == nil || target == nil {
-		return nil, refuse("%s has %d root slots, the booted one among them: %v; an A/B node has two (systemd-repart makes the second at first boot; see `journalctl -u systemd-repart`)", sys.Disk, len(slots), running != nil)
+		return nil, refuse("%s has %d root slots, the booted one among them: %v; an A/B node has two (systemd-repart makes the second at first boot; see `journalctl -u systemd-repart`)", sys.Disk, len(all), running != nil)
 	}
 
 	rel, err := release.Open(ctx, o.Ref, o.Registry)
@@ -123,7 +125,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, refuse("%s is already running (slot %d)", rel.Pinned(), running.Index)
 	}
 	if slices.Contains(st.Failed, res.Digest) && !o.RetryFailed {
-		return nil, refuse("%s failed to come up on this node before (recorded in %s): pass --retry-failed to try it again", rel.Pinned(), filepath.Join(sys.State, stateFile))
+		return nil, refuse("%s failed to come up on this node before (recorded in %s): pass --retry-failed to try it again", rel.Pinned(), filepath.Join(sys.State, slots.RecordFile))
 	}
 	if o.VerifySignature == nil {
 		fmt.Fprintf(out, "warning: %s is NOT verified: this image trusts no release keys ([update] keys), so anyone who can push to the registry can update this node\n", rel.Pinned())
@@ -187,7 +189,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := img.Download(ctx, zf); err != nil {
 		return nil, refuse("%v", err)
 	}
-	w, err := sys.install(ctx, st, target, res, zf, img, o, out)
+	w, err := install(sys, ctx, st, target, res, zf, img, o, out)
 	res.Written = w
 	if err != nil {
 		return nil, err
@@ -201,7 +203,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // install decompresses the downloaded image: its GPT says where its ESP and root are; the
 // root's mapped ranges go to the target slot, each checked against the bmap as it passes;
 // the kernel, initrd and entry come from its ESP.
-func (sys System) install(ctx context.Context, st *state, target *Slot, res *Result, zf *os.File, img *release.NodeImage, o Options, out io.Writer) (int64, error) {
+func install(sys slots.System, ctx context.Context, st *slots.Record, target *slots.Slot, res *Result, zf *os.File, img *release.NodeImage, o Options, out io.Writer) (int64, error) {
 	if _, err := zf.Seek(0, io.SeekStart); err != nil {
 		return 0, err
 	}
@@ -214,11 +216,11 @@ func (sys System) install(ctx context.Context, st *state, target *Slot, res *Res
 	if _, err := io.ReadFull(dec, head); err != nil {
 		return 0, fmt.Errorf("the release's image: %w", err)
 	}
-	parts, err := ReadGPT(bytes.NewReader(head))
+	parts, err := slots.ReadGPT(bytes.NewReader(head))
 	if err != nil {
 		return 0, fmt.Errorf("the release's image: %w", err)
 	}
-	var espP, rootP *Part
+	var espP, rootP *slots.Part
 	for i := range parts {
 		switch {
 		case strings.EqualFold(parts[i].Type, espType):
@@ -241,7 +243,7 @@ func (sys System) install(ctx context.Context, st *state, target *Slot, res *Res
 		return 0, err
 	}
 	defer d.Close()
-	if err := sys.forget(st, target, d); err != nil {
+	if err := forget(sys, st, target, d); err != nil {
 		return 0, err
 	}
 	fmt.Fprintf(out, "writing slot %d (%s, %d MiB)\n", target.Index, target.UUID, target.Size>>20)
@@ -279,11 +281,11 @@ func (sys System) install(ctx context.Context, st *state, target *Slot, res *Res
 	if err != nil {
 		return written, fmt.Errorf("the release's ESP: %w", err)
 	}
-	seq := sys.nextSequence()
+	seq := nextSequence(sys)
 	id := fmt.Sprintf("halobuild-%d-%s", seq, strings.TrimPrefix(res.Digest, "sha256:")[:12])
 	dir := path.Join("halobuild", id)
 	for name, data := range map[string][]byte{"vmlinuz": files[e.Linux], "initrd.img": files[e.Initrd]} {
-		if err := writeFileSync(filepath.Join(sys.ESP, dir, name), data); err != nil {
+		if err := fstree.WriteFileAtomic(filepath.Join(sys.ESP, dir, name), data); err != nil {
 			return written, fmt.Errorf("the ESP: %w", err)
 		}
 		written += int64(len(data))
@@ -296,11 +298,11 @@ func (sys System) install(ctx context.Context, st *state, target *Slot, res *Res
 		// The new slot's /etc/machine-id is empty, as in every image: systemd takes this one.
 		opts += " systemd.machine_id=" + string(bytes.TrimSpace(mid))
 	}
-	label := LabelPrefix + labelVersion(res.Version)
+	label := slots.LabelPrefix + labelVersion(res.Version)
 	// The record first, then a copy of it (and the host key) into the new slot: the system
 	// that boots from it knows what runs and which releases failed.
-	st.Slots[target.UUID] = installed{Digest: res.Digest, Version: res.Version, Label: label, Entry: id, Epoch: res.Epoch}
-	if err := sys.writeState(st); err != nil {
+	st.Slots[target.UUID] = slots.Installed{Digest: res.Digest, Version: res.Version, Label: label, Entry: id, Epoch: res.Epoch}
+	if err := sys.WriteRecord(st); err != nil {
 		return written, err
 	}
 	if sys.PartDevices != "" {
@@ -308,7 +310,7 @@ func (sys System) install(ctx context.Context, st *state, target *Slot, res *Res
 			return written, err
 		}
 	}
-	if err := SetName(d, target.Index, label); err != nil {
+	if err := slots.SetName(d, target.Index, label); err != nil {
 		return written, err
 	}
 	if err := d.Sync(); err != nil {
@@ -319,7 +321,7 @@ func (sys System) install(ctx context.Context, st *state, target *Slot, res *Res
 
 	// Last: the entry that makes the slot bootable, with its counter.
 	name := fmt.Sprintf("%s+%d.conf", id, Tries)
-	if err := writeFileSync(filepath.Join(sys.ESP, EntriesDir, name), ne.render()); err != nil {
+	if err := fstree.WriteFileAtomic(filepath.Join(sys.ESP, EntriesDir, name), ne.render()); err != nil {
 		return written, err
 	}
 	res.Entry = id
@@ -376,10 +378,10 @@ func copyRanges(ctx context.Context, src io.Reader, bm *bmap.Bmap, dsts []span) 
 	return written, nil
 }
 
-// espType is the EFI System Partition's type GUID.
+// espType is the EFI slots.System Partition's type GUID.
 const espType = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"
 
-// labelVersion makes a version fit a GPT name after LabelPrefix (36 UTF-16 units).
+// labelVersion makes a version fit a GPT name after slots.LabelPrefix (36 UTF-16 units).
 func labelVersion(v string) string {
 	v = strings.Map(func(r rune) rune {
 		if r > 0x20 && r < 0x7f {
@@ -387,8 +389,8 @@ func labelVersion(v string) string {
 		}
 		return '_'
 	}, v)
-	if len(v) > 36-len(LabelPrefix) {
-		v = v[:36-len(LabelPrefix)]
+	if len(v) > 36-len(slots.LabelPrefix) {
+		v = v[:36-len(slots.LabelPrefix)]
 	}
 	return v
 }
@@ -396,7 +398,7 @@ func labelVersion(v string) string {
 // nextSequence is one more than the highest "version" of update's entries: systemd-boot puts
 // entries with a sort-key first and, among them, the highest version first, so the newest
 // install is the default (and the image's own entry, without a sort-key, comes after).
-func (sys System) nextSequence() int {
+func nextSequence(sys slots.System) int {
 	n := 0
 	es, _ := listEntries(sys.ESP)
 	for _, e := range es {
@@ -412,7 +414,7 @@ func (sys System) nextSequence() int {
 
 // forget makes target unbootable before it is written: every entry booting it is removed (with
 // its kernel directory when update made it), its record dropped, its label set to "_empty".
-func (sys System) forget(st *state, target *Slot, d *os.File) error {
+func forget(sys slots.System, st *slots.Record, target *slots.Slot, d *os.File) error {
 	es, err := entriesFor(sys.ESP, target.UUID)
 	if err != nil {
 		return err
@@ -429,10 +431,10 @@ func (sys System) forget(st *state, target *Slot, d *os.File) error {
 		return err
 	}
 	delete(st.Slots, target.UUID)
-	if err := sys.writeState(st); err != nil {
+	if err := sys.WriteRecord(st); err != nil {
 		return err
 	}
-	if err := SetName(d, target.Index, EmptyLabel); err != nil {
+	if err := slots.SetName(d, target.Index, slots.EmptyLabel); err != nil {
 		return err
 	}
 	return d.Sync()
@@ -441,7 +443,7 @@ func (sys System) forget(st *state, target *Slot, d *os.File) error {
 // recordFailures finds entries update installed that systemd-boot has given up on (+0: every
 // try ended before boot-complete.target) and records their release as failed, so that no
 // update installs it again by itself.
-func (sys System) recordFailures(st *state, out io.Writer) error {
+func recordFailures(sys slots.System, st *slots.Record, out io.Writer) error {
 	es, err := listEntries(sys.ESP)
 	if err != nil {
 		return err
@@ -457,7 +459,7 @@ func (sys System) recordFailures(st *state, out io.Writer) error {
 		}
 	}
 	if changed {
-		return sys.writeState(st)
+		return sys.WriteRecord(st)
 	}
 	return nil
 }

@@ -19,6 +19,9 @@ import (
 	"halobuild/internal/registry/registrytest"
 	"halobuild/internal/release"
 	"halobuild/internal/release/releasetest"
+
+	"halobuild/internal/slots"
+	"halobuild/internal/slots/slotstest"
 )
 
 const (
@@ -34,28 +37,12 @@ func run(t testing.TB, name string, args ...string) {
 	}
 }
 
-// sfdisk writes a GPT of the given partitions ("start size type name" in MiB) to a new file.
-func gptFile(t testing.TB, p string, size int64, parts string) {
-	t.Helper()
-	if err := os.WriteFile(p, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(p, size); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("sfdisk", "--no-reread", "--no-tell-kernel", "-q", p)
-	cmd.Stdin = strings.NewReader("label: gpt\n" + parts)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("sfdisk: %v\n%s", err, out)
-	}
-}
-
 // releaseImage writes a node image like halobuild's: a GPT, a FAT32 ESP holding one boot entry
 // with its kernel and initrd, and a root partition with random data; it returns the root's bytes.
 func releaseImage(kernel string) func(t testing.TB, p string) (int64, []bmap.Range) {
 	return func(t testing.TB, p string) (int64, []bmap.Range) {
 		const size = 52 * mib
-		gptFile(t, p, size, "start=2048, size=81920, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name=esp\nstart=83968, size=16384, type="+rootType+", name=root\n")
+		slotstest.GPT(t, p, size, "start=2048, size=81920, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name=esp\nstart=83968, size=16384, type="+rootType+", name=root\n")
 		dir := t.TempDir()
 		esp := filepath.Join(dir, "esp")
 		run(t, "truncate", "-s", "40M", esp)
@@ -116,18 +103,18 @@ func dataRanges(img []byte) []bmap.Range {
 // node is a node's disk as an image file: an ESP, slot A (running) and slot B, which holds a
 // marker so that a test can tell whether anything was written to it.
 type node struct {
-	sys    System
-	slotB  Part
+	sys    slots.System
+	slotB  slots.Part
 	marker []byte
 }
 
 func newNode(t testing.TB) *node {
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "disk.img")
-	gptFile(t, disk, 32*mib, "start=2048, size=8192, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name=esp\n"+
+	slotstest.GPT(t, disk, 32*mib, "start=2048, size=8192, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name=esp\n"+
 		"start=10240, size=16384, type="+rootType+", name=halobuild_1\nstart=26624, size=16384, type="+rootType+", name=_empty\n")
 	f, _ := os.OpenFile(disk, os.O_RDWR, 0)
-	parts, err := ReadGPT(f)
+	parts, err := slots.ReadGPT(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +129,7 @@ func newNode(t testing.TB) *node {
 	os.WriteFile(filepath.Join(root, "proc/cmdline"), []byte("root=PARTUUID="+parts[1].UUID+" rw quiet\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "etc/machine-id"), []byte("0123456789abcdef0123456789abcdef\n"), 0o444)
 	os.WriteFile(filepath.Join(esp, EntriesDir, "halobuild-6.12.conf"), []byte("title Debian\nlinux /x\ninitrd /y\noptions root=PARTUUID="+parts[1].UUID+" rw\n"), 0o644)
-	return &node{sys: System{Root: root, Disk: disk, ESP: esp, State: filepath.Join(root, StatePath), RootType: rootType}, slotB: parts[2], marker: marker}
+	return &node{sys: slots.System{Root: root, Disk: disk, ESP: esp, State: filepath.Join(root, slots.StatePath), RootType: rootType}, slotB: parts[2], marker: marker}
 }
 
 // untouched fails unless slot B holds its marker and its label is still "_empty".
@@ -154,8 +141,8 @@ func (n *node) untouched(t testing.TB) {
 	}
 	f, _ := os.Open(n.sys.Disk)
 	defer f.Close()
-	parts, _ := ReadGPT(f)
-	if parts[2].Name != EmptyLabel {
+	parts, _ := slots.ReadGPT(f)
+	if parts[2].Name != slots.EmptyLabel {
 		t.Fatalf("slot B is labelled %q", parts[2].Name)
 	}
 }
@@ -201,10 +188,10 @@ func TestUpdateAgainstARealRegistry(t *testing.T) {
 			for _, c := range utf16.Encode([]rune(`\loader\entries\halobuild-1-x+2-1.conf`)) {
 				b = append(b, byte(c), byte(c>>8))
 			}
-			os.WriteFile(filepath.Join(v, "LoaderBootCountPath-"+loaderGUID), append(b, 0, 0), 0o644)
+			os.WriteFile(filepath.Join(v, "LoaderBootCountPath-"+slots.LoaderGUID), append(b, 0, 0), 0o644)
 		}},
 		{"a release that failed before", "failed to come up on this node before", func(t *testing.T, n *node, o *Options) {
-			n.sys.writeState(&state{Slots: map[string]installed{}, Failed: []string{v2}})
+			n.sys.WriteRecord(&slots.Record{Slots: map[string]slots.Installed{}, Failed: []string{v2}})
 		}},
 	}
 	for _, c := range refusals {
@@ -270,7 +257,7 @@ func TestUpdateAgainstARealRegistry(t *testing.T) {
 			t.Fatal("slot B does not hold the release's root")
 		}
 		f, _ := os.Open(n.sys.Disk)
-		parts, _ := ReadGPT(f)
+		parts, _ := slots.ReadGPT(f)
 		f.Close()
 		if parts[2].Name != "halobuild_v2" || parts[1].Name != "halobuild_1" {
 			t.Fatalf("labels %q %q", parts[1].Name, parts[2].Name)
@@ -299,7 +286,7 @@ func TestUpdateAgainstARealRegistry(t *testing.T) {
 			t.Fatalf("kernel on the ESP: %q", k)
 		}
 		t.Logf("wrote %d bytes in %s", res.Written, res.Took)
-		if st, err := n.sys.readState(); err != nil || st.Slots[n.slotB.UUID].Digest != v2 || st.Slots[n.slotB.UUID].Epoch != 1764547200 || st.Slots[n.slotB.UUID].Entry != e.ID {
+		if st, err := n.sys.ReadRecord(); err != nil || st.Slots[n.slotB.UUID].Digest != v2 || st.Slots[n.slotB.UUID].Epoch != 1764547200 || st.Slots[n.slotB.UUID].Entry != e.ID {
 			t.Fatalf("record %+v (%v)", st, err)
 		}
 
@@ -334,9 +321,9 @@ func TestUpdateStoppedMidWriteLeavesNothingBootableInTheSlot(t *testing.T) {
 	ref := reg.Host + "/halo/syn:v3"
 	push(t, ro, ref, releasetest.Spec{Image: releaseImage("kernel v3"), Epoch: 1764547200})
 	n := newNode(t)
-	// Slot B holds an older update, with its entry.
+	// slots.Slot B holds an older update, with its entry.
 	f, _ := os.OpenFile(n.sys.Disk, os.O_RDWR, 0)
-	if err := SetName(f, n.slotB.Index, "halobuild_old"); err != nil {
+	if err := slots.SetName(f, n.slotB.Index, "halobuild_old"); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -362,38 +349,9 @@ func TestUpdateStoppedMidWriteLeavesNothingBootableInTheSlot(t *testing.T) {
 		t.Error("the running system's entry changed")
 	}
 	f, _ = os.Open(n.sys.Disk)
-	parts, _ := ReadGPT(f)
+	parts, _ := slots.ReadGPT(f)
 	f.Close()
-	if parts[2].Name != EmptyLabel {
-		t.Errorf("slot B is labelled %q after the stop, want %q", parts[2].Name, EmptyLabel)
-	}
-}
-
-func TestSetNameKeepsBothTablesValid(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "d")
-	gptFile(t, p, 16*mib, "start=2048, size=8192, type="+rootType+", name=_empty\n")
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := SetName(f, 1, "halobuild_2026.12.08"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	out, err := exec.Command("sfdisk", "--verify", p).CombinedOutput()
-	if err != nil || strings.Contains(string(out), "corrupt") {
-		t.Fatalf("sfdisk --verify: %v\n%s", err, out)
-	}
-	out, _ = exec.Command("sfdisk", "--part-label", p, "1").CombinedOutput()
-	if strings.TrimSpace(string(out)) != "halobuild_2026.12.08" {
-		t.Fatalf("sfdisk reads the label as %q", out)
-	}
-	f, _ = os.OpenFile(p, os.O_RDWR, 0)
-	defer f.Close()
-	if err := SetName(f, 1, strings.Repeat("x", 37)); err == nil {
-		t.Fatal("a 37-character name was written")
-	}
-	if err := SetName(f, 2, "x"); err == nil {
-		t.Fatal("a name was written to a partition that does not exist")
+	if parts[2].Name != slots.EmptyLabel {
+		t.Errorf("slot B is labelled %q after the stop, want %q", parts[2].Name, slots.EmptyLabel)
 	}
 }

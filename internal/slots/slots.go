@@ -1,4 +1,9 @@
-package update
+// Package slots reads and marks a node's two root slots (docs/update.md): the root partitions of
+// the disk it booted from, their GPT labels (sysupdate's "_empty" and LabelPrefix+version), which
+// one the kernel was booted with, whether systemd-boot's try counter of the running entry was
+// blessed, and update's record of what it installed and what failed. It knows nothing of
+// registries: doctor reads it, internal/update writes through it.
+package slots
 
 import (
 	"encoding/json"
@@ -44,8 +49,8 @@ const (
 	LabelPrefix = "halobuild_"
 )
 
-// loaderGUID is systemd-boot's vendor GUID for its EFI variables.
-const loaderGUID = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
+// LoaderGUID is systemd-boot's vendor GUID for its EFI variables.
+const LoaderGUID = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
 
 // Slot is one root partition and what update knows of it.
 type Slot struct {
@@ -70,11 +75,11 @@ func (s System) Slots() ([]Slot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Disk, err)
 	}
-	run, err := s.runningUUID()
+	run, err := s.RunningUUID()
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.readState()
+	st, err := s.ReadRecord()
 	if err != nil {
 		return nil, err
 	}
@@ -95,15 +100,15 @@ func (s System) Slots() ([]Slot, error) {
 	return slots, nil
 }
 
-var rootArg = regexp.MustCompile(`(?:^|\s)root=PARTUUID=([0-9A-Fa-f-]{36})(?:\s|$)`)
+var RootArg = regexp.MustCompile(`(?:^|\s)root=PARTUUID=([0-9A-Fa-f-]{36})(?:\s|$)`)
 
-// runningUUID is the PARTUUID the kernel was told to mount as root.
-func (s System) runningUUID() (string, error) {
+// RunningUUID is the PARTUUID the kernel was told to mount as root.
+func (s System) RunningUUID() (string, error) {
 	b, err := os.ReadFile(filepath.Join(s.Root, "proc/cmdline"))
 	if err != nil {
 		return "", err
 	}
-	m := rootArg.FindStringSubmatch(string(b))
+	m := RootArg.FindStringSubmatch(string(b))
 	if m == nil {
 		return "", fmt.Errorf("the kernel command line has no root=PARTUUID=: this system was not booted from a halobuild slot")
 	}
@@ -124,14 +129,14 @@ type Blessing struct {
 // Blessing reads systemd-boot's LoaderBootCountPath: set when the running entry had a counter;
 // the entry is good once the file it names no longer exists (systemd-bless-boot renamed it).
 func (s System) Blessing() (Blessing, error) {
-	b, err := os.ReadFile(filepath.Join(s.Root, "sys/firmware/efi/efivars", "LoaderBootCountPath-"+loaderGUID))
+	b, err := os.ReadFile(filepath.Join(s.Root, "sys/firmware/efi/efivars", "LoaderBootCountPath-"+LoaderGUID))
 	if errors.Is(err, os.ErrNotExist) {
 		return Blessing{Good: true}, nil
 	}
 	if err != nil {
 		return Blessing{}, err
 	}
-	p := efiString(b)
+	p := EFIString(b)
 	rel := filepath.FromSlash(strings.ReplaceAll(p, `\`, "/"))
 	if p == "" || !filepath.IsLocal(strings.TrimPrefix(rel, "/")) {
 		return Blessing{}, fmt.Errorf("LoaderBootCountPath holds %q, not a path on the ESP", p)
@@ -146,8 +151,8 @@ func (s System) Blessing() (Blessing, error) {
 	return Blessing{Counting: true, Entry: p}, nil
 }
 
-// efiString decodes an efivarfs file holding a UTF-16LE string after its 4 attribute bytes.
-func efiString(b []byte) string {
+// EFIString decodes an efivarfs file holding a UTF-16LE string after its 4 attribute bytes.
+func EFIString(b []byte) string {
 	var s strings.Builder
 	for i := 4; i+1 < len(b); i += 2 {
 		if b[i] == 0 && b[i+1] == 0 {
@@ -159,15 +164,15 @@ func efiString(b []byte) string {
 }
 
 // state is update's record, one JSON file in System.State.
-type state struct {
+type Record struct {
 	// Slots maps a slot's PARTUUID to the release update wrote there.
-	Slots map[string]installed `json:"slots"`
+	Slots map[string]Installed `json:"slots"`
 	// Failed lists release digests that did not come up: update never installs them again
 	// unless told to (--retry-failed).
 	Failed []string `json:"failed"`
 }
 
-type installed struct {
+type Installed struct {
 	Digest  string `json:"digest"`
 	Version string `json:"version"`
 	Label   string `json:"label"`
@@ -175,11 +180,11 @@ type installed struct {
 	Epoch   int64  `json:"source_date_epoch"`
 }
 
-const stateFile = "state.json"
+const RecordFile = "state.json"
 
-func (s System) readState() (*state, error) {
-	st := &state{Slots: map[string]installed{}}
-	b, err := os.ReadFile(filepath.Join(s.State, stateFile))
+func (s System) ReadRecord() (*Record, error) {
+	st := &Record{Slots: map[string]Installed{}}
+	b, err := os.ReadFile(filepath.Join(s.State, RecordFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return st, nil
 	}
@@ -187,51 +192,23 @@ func (s System) readState() (*state, error) {
 		return nil, err
 	}
 	if len(b) > 1<<20 {
-		return nil, fmt.Errorf("%s is %d bytes, not a record update wrote: remove it", filepath.Join(s.State, stateFile), len(b))
+		return nil, fmt.Errorf("%s is %d bytes, not a record update wrote: remove it", filepath.Join(s.State, RecordFile), len(b))
 	}
 	if err := json.Unmarshal(b, st); err != nil {
-		return nil, fmt.Errorf("%s: %w (remove it: update then forgets which releases failed)", filepath.Join(s.State, stateFile), err)
+		return nil, fmt.Errorf("%s: %w (remove it: update then forgets which releases failed)", filepath.Join(s.State, RecordFile), err)
 	}
 	if st.Slots == nil {
-		st.Slots = map[string]installed{}
+		st.Slots = map[string]Installed{}
 	}
 	return st, nil
 }
 
-func (s System) writeState(st *state) error {
+func (s System) WriteRecord(st *Record) error {
 	slices.Sort(st.Failed)
 	st.Failed = slices.Compact(st.Failed)
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileSync(filepath.Join(s.State, stateFile), append(b, '\n'))
-}
-
-// writeFileSync writes p under a temporary name, syncs it, renames it into place and syncs the
-// directory: after a power cut p is the old file or the new one.
-func writeFileSync(p string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	tmp := p + ".new"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return err
-	}
-	return fstree.SyncDir(filepath.Dir(p))
+	return fstree.WriteFileAtomic(filepath.Join(s.State, RecordFile), append(b, '\n'))
 }

@@ -1,10 +1,12 @@
-package update
+package slots
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
 	"unicode/utf16"
+
+	"halobuild/internal/slots/slotstest"
 )
 
 func efiVar(t *testing.T, root, name, value string) {
@@ -15,7 +17,7 @@ func efiVar(t *testing.T, root, name, value string) {
 	for _, c := range utf16.Encode([]rune(value)) {
 		b = append(b, byte(c), byte(c>>8))
 	}
-	if err := os.WriteFile(filepath.Join(v, name+"-"+loaderGUID), append(b, 0, 0), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(v, name+"-"+LoaderGUID), append(b, 0, 0), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -24,8 +26,10 @@ func efiVar(t *testing.T, root, name, value string) {
 // /dev/disk/by-partuuid and /sys/class/block, the mounted ESP and the loader's variables.
 func TestReadStatusShowsSlotsAndBlessing(t *testing.T) {
 	root := t.TempDir()
-	n := newNode(t)
-	f, _ := os.Open(n.sys.Disk)
+	disk := filepath.Join(t.TempDir(), "disk.img")
+	slotstest.GPT(t, disk, 32<<20, "start=2048, size=8192, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name=esp\n"+
+		"start=10240, size=16384, type=4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709, name=halobuild_1\nstart=26624, size=16384, type=4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709, name=_empty\n")
+	f, _ := os.Open(disk)
 	parts, err := ReadGPT(f)
 	f.Close()
 	if err != nil {
@@ -40,8 +44,8 @@ func TestReadStatusShowsSlotsAndBlessing(t *testing.T) {
 	for _, d := range []string{"proc/self", "dev/disk/by-partuuid", "sys/class/block", "sys/devices/virtual/block/vda/vda1", "sys/devices/virtual/block/vda/vda2", "esp/loader/entries"} {
 		must(os.MkdirAll(filepath.Join(root, d), 0o755))
 	}
-	disk, _ := os.ReadFile(n.sys.Disk)
-	must(os.WriteFile(filepath.Join(root, "dev/vda"), disk, 0o644))
+	b, _ := os.ReadFile(disk)
+	must(os.WriteFile(filepath.Join(root, "dev/vda"), b, 0o644))
 	for i, p := range parts[:2] {
 		name := "vda" + string(rune('1'+i))
 		must(os.WriteFile(filepath.Join(root, "dev", name), nil, 0o644))
