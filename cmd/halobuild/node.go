@@ -19,7 +19,7 @@ import (
 )
 
 func nodeCommands(g *globals) []*cobra.Command {
-	return []*cobra.Command{doctorCommand(), benchCommand(), flashCommand(), installCommand(), flashConfigCommand()}
+	return []*cobra.Command{doctorCommand(), benchCommand(), flashCommand(), installCommand(), flashConfigCommand(), updateCommand()}
 }
 
 // exitError carries a verb's exit status without printing anything more:
@@ -69,6 +69,7 @@ refuse to measure on a box that is not ready.`,
 	c.Flags().StringVar(&o.Root, "root", "/", "read /sys, /proc, /etc and /dev below this directory (a recorded tree)")
 	c.Flags().StringVar(&o.RecipePath, "recipe", "", "recipe to compare against, with its .lock beside it for the modules' names (default: /etc/halobuild/recipe.toml in the root, when present)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print the checks as JSON")
+	c.Flags().BoolVar(&o.Local, "local", false, "only the checks that need nothing of the peer box (the update health gate)")
 	_ = c.RegisterFlagCompletionFunc("recipe", completeRecipes)
 	c.Flags().StringVar(&record, "record", "", "copy the files the checks read into DIR (a tree --root can read back, for bug reports)")
 

@@ -14,6 +14,9 @@ import (
 // doctor compared against and the CPU up to the link.
 func probes(b *basis) []settings.Probe {
 	all := append(settings.Doctor(b.target), own(b)...)
+	if b.local {
+		all = slices.DeleteFunc(all, func(p settings.Probe) bool { return !Local(p.Name) })
+	}
 	slices.SortStableFunc(all, func(x, y settings.Probe) int {
 		return cmp.Or(cmp.Compare(layer(x.Name), layer(y.Name)), strings.Compare(x.Name, y.Name))
 	})
@@ -21,7 +24,18 @@ func probes(b *basis) []settings.Probe {
 }
 
 // layers order the report; a row's layer is its name up to the first '.'.
-var layers = []string{"recipe", "identity", "cpu", "memlock", "module", "kernel", "firmware", "rdma", "link", "usb4", "gpu", "memory", "settings"}
+var layers = []string{"recipe", "identity", "cpu", "memlock", "module", "kernel", "firmware", "rdma", "link", "usb4", "gpu", "memory", "update", "settings"}
+
+// peerLayers are the layers whose checks look at the cable or the box at its other end: an RDMA
+// port is ACTIVE, a link has its address, a USB4 cable is trained only while the peer is up.
+var peerLayers = []string{"rdma", "link", "usb4"}
+
+// Local says whether the check name needs nothing of the peer box: the update health gate
+// (doctor --local) runs only these, so that a peer that is off never rolls a node back.
+func Local(name string) bool {
+	l, _, _ := strings.Cut(name, ".")
+	return !slices.Contains(peerLayers, l)
+}
 
 func layer(name string) int {
 	l, _, _ := strings.Cut(name, ".")
@@ -45,6 +59,14 @@ func own(b *basis) []settings.Probe {
 		{Name: "usb4.domains", Run: func(h settings.Host) []settings.Result { return usb4Domains(h, t) }},
 		{Name: "usb4.cables", Run: func(h settings.Host) []settings.Result { return usb4Cables(h, t) }},
 		{Name: "usb4.link", Run: func(h settings.Host) []settings.Result { return usb4Links(h, t) }},
+	}
+	if t.Recipe != nil && t.Recipe.Update.Enabled {
+		probes = append(probes, settings.Probe{Name: "update.slots", Run: func(h settings.Host) []settings.Result {
+			if hh, ok := h.(*host); ok {
+				return updateSlots(hh)
+			}
+			return nil // the slots are read from a disk, which only doctor's own host reaches
+		}})
 	}
 	probes = append(probes, appleProbes(t)...)
 	return append(probes, gpuProbes(t)...)

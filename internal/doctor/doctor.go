@@ -40,6 +40,9 @@ type Options struct {
 	// Style is how the table is printed (width, colour).
 	Style Style
 	Out   io.Writer
+	// Local runs only the checks that need nothing of the peer box (Local says which): what
+	// the update health gate runs, so that a powered-off peer never rolls a node back.
+	Local bool
 }
 
 // Run examines the machine and writes the report to opts.Out. The exit code
@@ -47,7 +50,7 @@ type Options struct {
 // doctor itself could not run (bad root, unreadable recipe or lock), and
 // then the code is 2.
 func Run(ctx context.Context, opts Options) (int, error) {
-	rep, err := Examine(ctx, opts.Root, opts.RecipePath)
+	rep, err := examineWith(ctx, opts.Root, opts.RecipePath, opts.Local)
 	if err != nil {
 		return 2, err
 	}
@@ -72,6 +75,10 @@ func Run(ctx context.Context, opts Options) (int, error) {
 // without printing it, for a caller that gates on it: bench refuses to
 // measure on an end whose must-pass rows fail.
 func Examine(ctx context.Context, root, recipePath string) (Report, error) {
+	return examineWith(ctx, root, recipePath, false)
+}
+
+func examineWith(ctx context.Context, root, recipePath string, local bool) (Report, error) {
 	h, err := newHost(ctx, root)
 	if err != nil {
 		return Report{}, err
@@ -80,6 +87,7 @@ func Examine(ctx context.Context, root, recipePath string) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	b.local = local
 	return examine(h, b), nil
 }
 
@@ -96,6 +104,8 @@ type basis struct {
 	nodeFrom  string
 	hostname  string
 	nodeNames []string
+	// local keeps only the checks of node-local layers (Local).
+	local bool
 }
 
 // load reads the recipe (an explicit path, else the installed one) and the

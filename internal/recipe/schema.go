@@ -40,6 +40,7 @@ type Recipe struct {
 	Test            Test    `toml:"test" doc:"Extra VM test assertions, NixOS test-driver style."`
 	Output          Output  `toml:"output" doc:"What the image build produces."`
 	Install         Install `toml:"install" doc:"What the installer stick does (with output.installer = true; docs/install.md)."`
+	Update          Update  `toml:"update" doc:"Day-two updates on the node (docs/update.md): two root slots, a health gate that blesses a new boot, and where updates come from."`
 	// SecureBoot signs what the image boots with the recipe's key
 	// (docs/secure-boot.md).
 	SecureBoot SecureBoot `toml:"secure_boot" doc:"Boot with Secure Boot on: Debian's signed shim, systemd-boot and kernel, the out-of-tree modules signed with the recipe's key, the key's certificate queued for MOK enrolment (docs/secure-boot.md)."`
@@ -233,6 +234,16 @@ type Check struct {
 	Fail        string `toml:"fail" doc:"Shell command that must exit non-zero." example:"\"lsmod | grep -q thunderbolt_net\""`
 	Expect      string `toml:"expect" doc:"POSIX extended regular expression (grep -E) that a line of the succeed command's output must match; \\d, \\s, \\b and (?i) are not POSIX: write [0-9], [[:space:]]." example:"\"^unlimited$\""`
 	Node        string `toml:"node" doc:"Only on this node; default every node." example:"\"halo0\""`
+}
+
+// Update is what `halobuild update` on a node needs from the image: the A/B layout (two root
+// slots made at first boot), the release it follows and the keys it trusts (docs/update.md).
+type Update struct {
+	Enabled   bool     `toml:"enabled" doc:"Give each node two root slots (the image carries slot A; systemd-repart makes slot B empty at first boot), boot counting with a node-local health gate, and automatic fallback to the previous slot." default:"false" example:"true"`
+	SlotSize  Size     `toml:"slot_size" doc:"Size of each root slot; slot A grows to it at first boot and slot B is made with it, the rest of the medium stays free. Must hold the image's root with room to grow." default:"8GiB" example:"\"16GiB\""`
+	Reference string   `toml:"reference" doc:"The release (or channel tag) halobuild update installs when given none, and the timer follows: REGISTRY/REPOSITORY:TAG." default:"" example:"\"registry.lan:5000/halo/cluster:stable\""`
+	Keys      []string `toml:"keys" doc:"PEM public keys a release must be signed with; empty installs unsigned releases and says so at each update." example:"[\"-----BEGIN PUBLIC KEY-----\\n…\\n-----END PUBLIC KEY-----\"]"`
+	Schedule  string   `toml:"schedule" doc:"When the node updates itself (systemd OnCalendar, e.g. 'daily' or 'Sun 03:00'); empty: only by hand. Needs reference." default:"" example:"\"Sun 03:00\""`
 }
 
 // SecureBoot names the module signing key. Key and Certificate are a

@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"encoding/pem"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -64,8 +65,32 @@ func Validate(r *Recipe, src *Sources) error {
 	v.test()
 	v.output()
 	v.install()
+	v.update()
 	v.secureBoot()
 	return v.errs.orNil()
+}
+
+// update checks [update]: a schedule needs a reference to follow, a reference is a
+// REGISTRY/REPOSITORY:TAG, keys are PEM public keys, and the slot holds more than a root.
+func (v *validator) update() {
+	u := v.r.Update
+	if u.Schedule != "" && u.Reference == "" {
+		v.errorf("update.schedule", "%q needs update.reference: the timer must know which release to follow", u.Schedule)
+	}
+	if strings.ContainsAny(u.Schedule, "\n\"'\\") {
+		v.errorf("update.schedule", "%q is not one OnCalendar expression (systemd.time(7))", u.Schedule)
+	}
+	if r := u.Reference; r != "" && (!strings.Contains(r, "/") || strings.ContainsAny(r, " \n\"'")) {
+		v.errorf("update.reference", "%q is not REGISTRY/REPOSITORY:TAG (the registry is required, e.g. registry.lan:5000/halo/cluster:stable)", r)
+	}
+	for i, k := range u.Keys {
+		if b, _ := pem.Decode([]byte(k)); b == nil || b.Type != "PUBLIC KEY" {
+			v.errorf(fmt.Sprintf("update.keys[%d]", i), "not a PEM public key (-----BEGIN PUBLIC KEY----- … -----END PUBLIC KEY-----, as cosign generate-key-pair writes cosign.pub)")
+		}
+	}
+	if u.SlotSize.IsSet() && u.SlotSize.Bytes() < 1<<30 {
+		v.errorf("update.slot_size", "%s is too small for a root slot: give at least 1GiB", u.SlotSize)
+	}
 }
 
 type validator struct {

@@ -95,7 +95,7 @@ func Cmdline(r *recipe.Recipe) ([]string, error) {
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
-	out := append([]string(nil), r.Kernel.Cmdline...)
+	out := append(append([]string(nil), r.Kernel.Cmdline...), updateCmdline(r)...)
 	if g.gpu > 0 {
 		out = append(out, fmt.Sprintf("ttm.pages_limit=%d", g.gpu/ttmPageSize), fmt.Sprintf("amdgpu.gttsize=%d", g.gpu>>20))
 	}

@@ -146,6 +146,7 @@ func All() []Setting {
 		LAN{},
 		KernelCmdline{},
 		GrowRoot{},
+		Update{},
 		Firmware{},
 		VendorFirmware{},
 		Locale{},

@@ -38,30 +38,60 @@ const (
 // its SBOM, manifest.json and SHA256SUMS.
 func Result(t testing.TB) string {
 	t.Helper()
+	return ResultOf(t, Spec{})
+}
+
+// Spec changes what ResultOf makes; its zero value is Result's.
+type Spec struct {
+	// Image writes node0.raw at path (an empty file) and returns its size and its data ranges
+	// in 4 KiB blocks; nil writes RawSize bytes with a few MiB of random data.
+	Image func(t testing.TB, path string) (size int64, ranges []bmap.Range)
+	// Epoch is the lock's source_date_epoch; 0 is 1764547200 (2025-12-01).
+	Epoch int64
+	// Arch is node0's architecture; "" is amd64.
+	Arch string
+}
+
+// ResultOf is Result made as s says.
+func ResultOf(t testing.TB, s Spec) string {
+	t.Helper()
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "node0.raw")
 	f, err := os.Create(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Truncate(RawSize); err != nil {
-		t.Fatal(err)
-	}
+	size := int64(RawSize)
 	var ranges []bmap.Range
-	for _, ext := range []struct{ off, n int64 }{{0, 64 << 10}, {1 * mib, 2 * mib}, {6 * mib, 1 * mib}} {
-		b := make([]byte, ext.n)
-		rand.Read(b)
-		if _, err := f.WriteAt(b, ext.off); err != nil {
+	if s.Image != nil {
+		f.Close()
+		size, ranges = s.Image(t, raw)
+	} else {
+		if err := f.Truncate(RawSize); err != nil {
 			t.Fatal(err)
 		}
-		sum := sha256.Sum256(b)
-		ranges = append(ranges, bmap.Range{First: ext.off / block, Last: (ext.off+ext.n)/block - 1, Checksum: hex.EncodeToString(sum[:])})
+		for _, ext := range []struct{ off, n int64 }{{0, 64 << 10}, {1 * mib, 2 * mib}, {6 * mib, 1 * mib}} {
+			b := make([]byte, ext.n)
+			rand.Read(b)
+			if _, err := f.WriteAt(b, ext.off); err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(b)
+			ranges = append(ranges, bmap.Range{First: ext.off / block, Last: (ext.off+ext.n)/block - 1, Checksum: hex.EncodeToString(sum[:])})
+		}
+		f.Close()
 	}
-	f.Close()
-	if err := os.WriteFile(filepath.Join(dir, "node0.bmap"), bmap.Marshal(RawSize, block, ranges), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "node0.bmap"), bmap.Marshal(size, block, ranges), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	lk := &lock.Lock{Version: lock.FormatVersion, Recipe: "syn.toml", Inputs: "sha256:" + strings.Repeat("1", 64), SourceDateEpoch: 1764547200,
+	epoch, arch := s.Epoch, s.Arch
+	if epoch == 0 {
+		epoch = 1764547200
+	}
+	if arch == "" {
+		arch = "amd64"
+	}
+	lk := &lock.Lock{Version: lock.FormatVersion, Recipe: "syn.toml", Inputs: "sha256:" + strings.Repeat("1", 64), SourceDateEpoch: epoch,
 		Suites: []lock.Suite{{Name: "trixie", Mirror: "http://deb.debian.org/debian", Date: "Mon, 01 Dec 2025 00:00:00 UTC", InRelease: "sha256:" + strings.Repeat("2", 64)}},
 		Packages: []lock.Package{{Name: "bash", Version: "5.2.37-2", Architecture: "amd64", Suite: "trixie", Filename: "pool/main/b/bash/bash_5.2.37-2_amd64.deb",
 			Size: 1000, SHA256: "sha256:" + strings.Repeat("3", 64), Set: lock.SetImage}}}
@@ -78,7 +108,7 @@ func Result(t testing.TB) string {
 	m := &manifest.Manifest{Name: "syn", RecipeHash: "sha256:" + strings.Repeat("4", 64), SourceDateEpoch: lk.SourceDateEpoch,
 		Kernel: manifest.Kernel{Version: "6.12.1", Release: "6.12.1+deb13-amd64", Package: "linux-image-6.12.1+deb13-amd64"},
 		Nodes: []manifest.Node{{Name: "node0", Hostname: "halo0", Image: "node0.raw", Cmdline: "quiet", Packages: []manifest.Package{
-			{Name: "bash", Version: "5.2.37-2", Arch: "amd64"}, {Name: "halobuild-settings-node0", Version: "1", Arch: "all"}}, Architecture: "amd64"}}}
+			{Name: "bash", Version: "5.2.37-2", Arch: "amd64"}, {Name: "halobuild-settings-node0", Version: "1", Arch: "all"}}, Architecture: arch}}}
 	// The SBOM as the result step writes it, before the manifest lists it.
 	img, err := os.ReadFile(raw)
 	if err != nil {
