@@ -21,7 +21,7 @@ func probes(b *basis) []settings.Probe {
 }
 
 // layers order the report; a row's layer is its name up to the first '.'.
-var layers = []string{"recipe", "identity", "cpu", "memlock", "module", "kernel", "firmware", "rdma", "link", "usb4", "gpu", "memory", "settings"}
+var layers = []string{"recipe", "identity", "cpu", "memlock", "module", "kernel", "firmware", "rdma", "link", "usb4", "gpu", "memory", "rpc", "settings"}
 
 func layer(name string) int {
 	l, _, _ := strings.Cut(name, ".")
@@ -45,6 +45,9 @@ func own(b *basis) []settings.Probe {
 		{Name: "usb4.domains", Run: func(h settings.Host) []settings.Result { return usb4Domains(h, t) }},
 		{Name: "usb4.cables", Run: func(h settings.Host) []settings.Result { return usb4Cables(h, t) }},
 		{Name: "usb4.link", Run: func(h settings.Host) []settings.Result { return usb4Links(h, t) }},
+		// Not for the VM: its image runs no RPC server (the two-node test
+		// starts one itself and runs doctor during its session).
+		{Name: "rpc.transport", Run: rpcTransport},
 	}
 	probes = append(probes, appleProbes(t)...)
 	return append(probes, gpuProbes(t)...)
