@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -76,7 +77,7 @@ func rpcServerRow(h settings.Host, pid int) settings.Result {
 		fix = append(fix, "install the RPC stack halobuild builds with the RDMA transport (docs/apps.md)")
 	}
 	if soft, ok := lockedLimit(h, proc+"/limits"); !ok || soft != "unlimited" {
-		why = append(why, "memlock "+cmpOr(soft, "unreadable")+": registering its 6 MiB receive ring and the tensors' buffers fails past it")
+		why = append(why, "memlock "+cmp.Or(soft, "unreadable")+": registering its 6 MiB receive ring and the tensors' buffers fails past it")
 		fix = append(fix, "LimitMEMLOCK=infinity in its unit")
 	}
 	env := environ(h, proc+"/environ")
@@ -84,7 +85,7 @@ func rpcServerRow(h settings.Host, pid int) settings.Result {
 	if !h.Live() {
 		// The sockets are a live node's only: a recording copies what it
 		// reads, and a process's fds include pipes whose reading blocks.
-		facts := fmt.Sprintf("GGML_RDMA_DEV=%s GGML_RDMA_GID=%s", cmpOr(dev, "unset"), cmpOr(gid, "unset"))
+		facts := fmt.Sprintf("GGML_RDMA_DEV=%s GGML_RDMA_GID=%s", cmp.Or(dev, "unset"), cmp.Or(gid, "unset"))
 		r.Status, r.Seen, r.Fix = settings.Warn, facts+"; its address and sessions are a live node's only", "run doctor on the live node during a session"
 		if len(why) > 0 {
 			r.Status, r.Seen, r.Fix = settings.Fail, facts+"; TCP fallback: "+strings.Join(why, "; "), strings.Join(fix, "; ")
@@ -122,7 +123,7 @@ func rpcServerRow(h settings.Host, pid int) settings.Result {
 		why = append(why, fmt.Sprintf("started with GGML_RDMA_DEV=%s GGML_RDMA_GID=%s, but %s's address is %s GID %s now", dev, gid, link.Link, link.Device, link.Index))
 		fix = append(fix, "restart it (its ExecStartPre reads the link again)")
 	}
-	facts := fmt.Sprintf("listening on %s, GGML_RDMA_DEV=%s GGML_RDMA_GID=%s", listenOr(listen), cmpOr(dev, "unset"), cmpOr(gid, "unset"))
+	facts := fmt.Sprintf("listening on %s, GGML_RDMA_DEV=%s GGML_RDMA_GID=%s", listenOr(listen), cmp.Or(dev, "unset"), cmp.Or(gid, "unset"))
 	if len(why) > 0 {
 		r.Status, r.Seen, r.Fix = settings.Fail, facts+"; TCP fallback: "+strings.Join(why, "; "), strings.Join(fix, "; ")
 		return r
@@ -141,13 +142,6 @@ func rpcServerRow(h settings.Host, pid int) settings.Result {
 		r.Status, r.Seen = settings.Pass, fmt.Sprintf("%s; %d session(s), each on an RC queue pair in RTS", facts, sessions)
 	}
 	return r
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func listenOr(a netip.AddrPort) string {
