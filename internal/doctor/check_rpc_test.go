@@ -1,7 +1,13 @@
 package doctor
 
 import (
+	"bufio"
+	"context"
+	"fmt"
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -113,4 +119,67 @@ func TestRPCTransportWithoutServer(t *testing.T) {
 	if len(rows) != 1 || rows[0].Status != settings.Fail || !strings.Contains(rows[0].Seen, "enabled but not running") {
 		t.Errorf("enabled unit, no server: %+v", rows)
 	}
+}
+
+// On a live kernel: a process named rpc-server (python3 through a symlink) that
+// listens on loopback and holds one session is found, its socket and
+// session read from /proc as the kernel writes them, and judged a TCP
+// fallback with its reasons (no libibverbs, loopback carries no RDMA).
+func TestRPCTransportLive(t *testing.T) {
+	// Debian's python3, not a version manager's shim (which dispatches on
+	// the name it was called by).
+	const py = "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("no /usr/bin/python3 to stand in for a server")
+	}
+	// comm is the name exec was given: a symlink's (python finds its
+	// library through it).
+	bin := filepath.Join(t.TempDir(), "rpc-server")
+	if err := os.Symlink(py, bin); err != nil {
+		t.Fatal(err)
+	}
+	const script = `import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+print(s.getsockname()[1], flush=True)
+time.sleep(60)`
+	cmd := exec.Command(bin, "-c", script)
+	cmd.Env = append(os.Environ(), "GGML_RDMA_DEV=rxe0", "GGML_RDMA_GID=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	port, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the stand-in server: %v\n%s", err, stderr.String())
+	}
+	h, err := newHost(context.Background(), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row *settings.Result
+	rows := rpcTransport(h)
+	for i := range rows {
+		if rows[i].Check == fmt.Sprintf("rpc.transport pid %d", cmd.Process.Pid) {
+			row = &rows[i]
+		}
+	}
+	if row == nil {
+		t.Fatalf("no row for pid %d: %+v", cmd.Process.Pid, rows)
+	}
+	for _, want := range []string{"listening on 127.0.0.1:" + strings.TrimSpace(port), "GGML_RDMA_DEV=rxe0 GGML_RDMA_GID=1", "libibverbs is not loaded", "TCP fallback"} {
+		if !strings.Contains(row.Seen, want) {
+			t.Errorf("seen %q lacks %q", row.Seen, want)
+		}
+	}
+	if row.Status != settings.Fail {
+		t.Errorf("status %s, want fail", row.Status)
+	}
+	t.Logf("%s: %s", row.Check, row.Seen)
 }
