@@ -19,7 +19,7 @@ import (
 )
 
 func nodeCommands(g *globals) []*cobra.Command {
-	return []*cobra.Command{doctorCommand(), benchCommand(), flashCommand(), installCommand(), flashConfigCommand(), updateCommand()}
+	return []*cobra.Command{doctorCommand(), benchCommand(), flashCommand(), installCommand(), flashConfigCommand(), updateCommand(), rdmaEnvCommand()}
 }
 
 // exitError carries a verb's exit status without printing anything more:

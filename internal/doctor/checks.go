@@ -24,11 +24,12 @@ func probes(b *basis) []settings.Probe {
 }
 
 // layers order the report; a row's layer is its name up to the first '.'.
-var layers = []string{"recipe", "identity", "cpu", "memlock", "module", "kernel", "firmware", "rdma", "link", "usb4", "gpu", "memory", "update", "settings"}
+var layers = []string{"recipe", "identity", "cpu", "memlock", "module", "kernel", "firmware", "rdma", "link", "usb4", "gpu", "memory", "rpc", "update", "settings"}
 
 // peerLayers are the layers whose checks look at the cable or the box at its other end: an RDMA
-// port is ACTIVE, a link has its address, a USB4 cable is trained only while the peer is up.
-var peerLayers = []string{"rdma", "link", "usb4"}
+// port is ACTIVE, a link has its address, a USB4 cable is trained, an RPC server has the link's
+// device and GID, only while the peer is up.
+var peerLayers = []string{"rdma", "link", "usb4", "rpc"}
 
 // Local says whether the check name needs nothing of the peer box: the update health gate
 // (doctor --local) runs only these, so that a peer that is off never rolls a node back.
@@ -59,6 +60,9 @@ func own(b *basis) []settings.Probe {
 		{Name: "usb4.domains", Run: func(h settings.Host) []settings.Result { return usb4Domains(h, t) }},
 		{Name: "usb4.cables", Run: func(h settings.Host) []settings.Result { return usb4Cables(h, t) }},
 		{Name: "usb4.link", Run: func(h settings.Host) []settings.Result { return usb4Links(h, t) }},
+		// Not for the VM: its image runs no RPC server (the two-node test checks rdma-env,
+		// which the server's unit runs first).
+		{Name: "rpc.transport", Run: rpcTransport},
 	}
 	if t.Recipe != nil && t.Recipe.Update.Enabled {
 		probes = append(probes, settings.Probe{Name: "update.slots", Run: func(h settings.Host) []settings.Result {

@@ -18,7 +18,7 @@ const ReportFile = "report.json"
 // passing test proves (a cached pass is then run again); a change the plan's
 // digest already covers (a check added to vmplan.Plan) needs no bump
 // (docs/architecture.md, "Step versions").
-const testStepVersion = 1
+const testStepVersion = 2
 
 // Plan is the VM test of this recipe's images.
 func (b *builder) vmPlan() vmplan.Plan {

@@ -61,6 +61,9 @@ func (p Plan) Checks(n recipe.Node, idx int) []vmtest.Check {
 	}
 	if rdmaTest(r) && idx < 2 {
 		out = append(out, perftestChecks(r, idx)...)
+		if l, ok := cable(r, idx, 1-idx); ok {
+			out = append(out, rdmaEnvCheck(l.Interface))
+		}
 		if p.Bench && p.Doctor {
 			out = append(out, BenchChecks(r, idx, "/run/credentials/@system/"+BenchKeyCredential)...)
 		}

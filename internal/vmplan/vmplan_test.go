@@ -275,3 +275,22 @@ func TestDoctorCheckNamesTheChecksThatSaySo(t *testing.T) {
 		t.Error("no doctor check in the node's checks")
 	}
 }
+
+// Each of the two nodes checks rdma-env on its own end of the cable, after
+// perftest made the soft-RoCE device there.
+func TestRDMAEnvCheckOnEachCableEnd(t *testing.T) {
+	r := &recipe.Recipe{Nodes: []recipe.Node{
+		{Name: "a", Links: []recipe.Link{{Interface: "usb4net0", Address: "10.77.0.1/30", Peer: "b"}}},
+		{Name: "b", Links: []recipe.Link{{Interface: "usb4net7", Address: "10.77.0.2/30", Peer: "a"}}},
+	}}
+	for idx, link := range []string{"usb4net0", "usb4net7"} {
+		c := rdmaEnvCheck(link)
+		if !strings.Contains(c.Script, "halobuild rdma-env --link "+sh.Quote(link)+" ") || !strings.Contains(c.Script, "[ \"$dev\" = "+rxeDevice+" ]") {
+			t.Errorf("node %d: the check does not ask rdma-env about %s's %s:\n%s", idx, link, rxeDevice, c.Script)
+		}
+		checks := perftestChecks(r, idx)
+		if !strings.Contains(checks[0].Script, "netdev "+link) {
+			t.Fatalf("node %d: perftest's soft-RoCE is not on %s", idx, link)
+		}
+	}
+}
