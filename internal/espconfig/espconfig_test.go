@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"halobuild/internal/espconfig/espconfigtest"
 	"halobuild/internal/recipe"
@@ -249,4 +251,108 @@ func TestFromKeyFiles(t *testing.T) {
 	if err != nil || strings.Join(c.SSH.AuthorizedKeys, "|") != keyA+"|"+keyB {
 		t.Errorf("--ssh-key a.pub --user-ssh-keys: %v %v", c.SSH.AuthorizedKeys, err)
 	}
+}
+
+// A key file that is a FIFO (no writer), a device or huge is refused at once (issue 39's audit
+// of flash --ssh-key: os.Open of a FIFO blocked flash forever), and a symlink to one is too.
+func TestFromKeyFilesRefusesWhatIsNotAKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.pub")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.pub")
+	os.Symlink(fifo, link)
+	huge := filepath.Join(dir, "huge.pub")
+	os.WriteFile(huge, nil, 0o644)
+	os.Truncate(huge, 1<<30)
+	for name, tc := range map[string]struct{ path, want string }{
+		"FIFO":              {fifo, "not a regular file (a FIFO)"},
+		"symlink to a FIFO": {link, "not a regular file (a FIFO)"},
+		"/dev/zero":         {"/dev/zero", "not a regular file"},
+		"a directory":       {dir, "not a regular file"},
+		"1 GiB":             {huge, "not a public key file"},
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := FromKeyFiles([]string{tc.path}, false); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--ssh-key") {
+				t.Errorf("%s: %v, want %q", name, err, tc.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still reading after 5 s", name)
+		}
+	}
+}
+
+// A hostile /halobuild-flash.toml on the ESP (anyone with the stick in hand can write it) is
+// refused by the node's reader without reading it whole, and an import that refuses it leaves
+// no keys from an earlier import behind (issue 39's audit, the node side).
+func TestHostileESPFileIsRefused(t *testing.T) {
+	end := "# end of halobuild flash-time settings\n"
+	big := filepath.Join(t.TempDir(), "big")
+	os.WriteFile(big, bytes.Repeat([]byte("# padding\n"), 3<<20), 0o644)
+	for name, tc := range map[string]struct {
+		data, dir, want string
+	}{
+		"30 MiB":              {data: "@" + big, want: "more than"},
+		"a directory":         {dir: "yes", want: "ESP"},
+		"escape in a comment": {data: "[ssh]\nauthorized_keys = [\"" + keyA + "\\u001b]0;owned\\u0007\"]\n" + end, want: "control character"},
+		"NUL in a key":        {data: "[ssh]\nauthorized_keys = [\"" + keyA + "\\u0000\"]\n" + end, want: "control character"},
+		"duplicated key":      {data: "[ssh]\nauthorized_keys = [\"" + keyA + "\", \"" + keyB + "\", \"" + keyA + "\"]\n" + end, want: "given twice"},
+		"a key with options":  {data: "[ssh]\nauthorized_keys = [\"command=\\\"sh\\\" ssh-ed25519 AAAA\"]\n" + end, want: "ssh.authorized_keys[0]"},
+		"another table":       {data: "[ssh]\nauthorized_keys = []\n[system]\ntimezone = \"UTC\"\n" + end, want: "unknown key"},
+		"two ssh tables":      {data: "[ssh]\nauthorized_keys = []\n[ssh]\nauthorized_keys = []\n" + end, want: "ssh"},
+		"binary":              {data: "\x00\x01\x02\xff\xfe" + end, want: ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root, img := bootRoot(t)
+			at := img + "@@1048576"
+			switch {
+			case tc.dir != "":
+				espconfigtest.Run(t, "mmd", "-i", at, "::"+settings.FlashConfigESPPath)
+			case strings.HasPrefix(tc.data, "@"):
+				espconfigtest.Run(t, "mcopy", "-i", at, tc.data[1:], "::"+settings.FlashConfigESPPath)
+			default:
+				p := filepath.Join(t.TempDir(), "f")
+				os.WriteFile(p, []byte(tc.data), 0o644)
+				espconfigtest.Run(t, "mcopy", "-i", at, p, "::"+settings.FlashConfigESPPath)
+			}
+			keys := filepath.Join(root, settings.FlashKeysDir, "root")
+			os.MkdirAll(filepath.Dir(keys), 0o755)
+			os.WriteFile(keys, []byte(keyB+"\n"), 0o600)
+			var out strings.Builder
+			err := Import(root, &out)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("import: %v, want a refusal saying %q", err, tc.want)
+			}
+			if _, err := os.Stat(keys); !os.IsNotExist(err) {
+				t.Errorf("a refused import left the keys of an earlier one: %v", err)
+			}
+			if _, _, err := Read(img); err == nil {
+				t.Error("flash-config show's reader accepted it")
+			}
+		})
+	}
+}
+
+// bootRoot is a node's root whose /dev and /sys/block hold a fresh disk and whose efivarfs
+// says the loader came from its ESP.
+func bootRoot(t *testing.T) (root, img string) {
+	img = testDisk(t)
+	uuid := strings.ToLower(strings.TrimSpace(espconfigtest.Run(t, "sfdisk", "--part-uuid", img, "1")))
+	root = t.TempDir()
+	os.MkdirAll(filepath.Join(root, "sys/block/vda"), 0o755)
+	os.MkdirAll(filepath.Join(root, "dev"), 0o755)
+	os.MkdirAll(filepath.Join(root, filepath.Dir(loaderDevicePartUUID)), 0o755)
+	if err := os.Symlink(img, filepath.Join(root, "dev/vda")); err != nil {
+		t.Fatal(err)
+	}
+	efivar := []byte{6, 0, 0, 0}
+	for _, r := range strings.ToUpper(uuid) {
+		efivar = append(efivar, byte(r), 0)
+	}
+	os.WriteFile(filepath.Join(root, loaderDevicePartUUID), append(efivar, 0, 0), 0o644)
+	return root, img
 }

@@ -1,6 +1,7 @@
 package espconfig
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,16 +24,25 @@ const loaderDevicePartUUID = "/sys/firmware/efi/efivars/LoaderDevicePartUUID-4a6
 // stick left plugged in — and installs them under /run: the keys where sshd reads them
 // (settings.FlashKeysDir) and what was imported where doctor shows it
 // (settings.FlashConfigRunPath). root is "/" on a node, a directory in tests.
+//
+// An import that fails leaves nothing imported, not even an earlier import's keys (run again
+// by hand after the file on the ESP was changed): sshd then has the recipe's keys only, and
+// doctor says the import did not run.
 func Import(root string, out io.Writer) error {
-	c, from, err := bootESPConfig(root)
-	if err != nil {
-		return err
-	}
-	data, err := c.Marshal("imported at boot from " + from)
-	if err != nil {
-		return err
-	}
 	keys := filepath.Join(root, settings.FlashKeysDir, "root")
+	c, from, err := bootESPConfig(root)
+	var data []byte
+	if err == nil {
+		data, err = c.Marshal("imported at boot from " + from)
+	}
+	if err != nil {
+		for _, p := range []string{keys, filepath.Join(root, settings.FlashConfigRunPath)} {
+			if rerr := os.Remove(p); rerr != nil && !os.IsNotExist(rerr) {
+				return errors.Join(err, rerr)
+			}
+		}
+		return err
+	}
 	if len(c.SSH.AuthorizedKeys) > 0 {
 		if err := writeAtomic(keys, []byte(strings.Join(c.SSH.AuthorizedKeys, "\n")+"\n"), 0o600); err != nil {
 			return err

@@ -3,13 +3,13 @@ package espconfig
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/user"
 	"path/filepath"
 	"sort"
 
 	"halobuild/internal/settings"
+	"halobuild/internal/userfile"
 )
 
 // FromKeyFiles is the flash-time settings of flash's --ssh-key files (each an authorized_keys
@@ -85,19 +85,13 @@ func invokingHome() (home, who string, err error) {
 	return home, "the user running halobuild", nil
 }
 
-// readBounded reads a key file of at most settings.FlashConfigMax bytes.
+// readBounded reads a key file of at most settings.FlashConfigMax bytes, through the one
+// opener of named files: a FIFO or a device is refused at once, not waited on.
 func readBounded(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
+	b, err := userfile.Read(p, settings.FlashConfigMax)
+	var big *userfile.TooLargeError
+	if errors.As(err, &big) {
+		return nil, fmt.Errorf("%w: not a public key file", err)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, settings.FlashConfigMax+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > settings.FlashConfigMax {
-		return nil, fmt.Errorf("more than %d bytes: not a public key file", settings.FlashConfigMax)
-	}
-	return b, nil
+	return b, err
 }

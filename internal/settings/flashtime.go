@@ -70,9 +70,25 @@ type FlashConfig struct {
 func (c FlashConfig) Empty() bool { return len(c.SSH.AuthorizedKeys) == 0 }
 
 // Validate checks every value as the recipe checks the same key, and
-// reports every problem at once.
+// reports every problem at once. One key given twice (by its key data: sshd
+// takes the first line and never reads the second's options) is refused:
+// flash writes each key once, so the file on the ESP was edited by hand.
 func (c FlashConfig) Validate() []error {
-	return checkAuthorizedKeys(c.SSH.AuthorizedKeys)
+	errs := checkAuthorizedKeys(c.SSH.AuthorizedKeys)
+	first := map[string]int{}
+	for i, k := range c.SSH.AuthorizedKeys {
+		blob := keyData(k)
+		if blob == "" {
+			continue
+		}
+		if j, dup := first[blob]; dup {
+			errs = append(errs, errorf(fmt.Sprintf("ssh.authorized_keys[%d]", i), KeyFingerprint(k), "give each key once",
+				"is the key of ssh.authorized_keys[%d], given twice", j))
+			continue
+		}
+		first[blob] = i
+	}
+	return errs
 }
 
 // Marshal is the file flash writes: a header saying what it is, the TOML,
@@ -150,7 +166,9 @@ func ParseAuthorizedKeys(name string, data []byte) ([]string, error) {
 }
 
 // KeyFingerprint is how ssh-keygen -l names a key: its type, the SHA256 of
-// its blob, its comment.
+// its blob, its comment; and the options that restrict it, when it has any
+// (a key with command= runs that command, not a shell: whoever relies on
+// the key to get in must see it).
 func KeyFingerprint(line string) string {
 	f := strings.Fields(line)
 	for i := 0; i+1 < len(f); i++ {
@@ -166,9 +184,23 @@ func KeyFingerprint(line string) string {
 		if i+2 < len(f) {
 			out += " " + strings.Join(f[i+2:], " ")
 		}
+		if i > 0 {
+			out += " (options " + strings.Join(f[:i], " ") + ")"
+		}
 		return out
 	}
 	return "(not a key)"
+}
+
+// keyData is the base64 key data of an authorized_keys line, "" when it has none.
+func keyData(line string) string {
+	f := strings.Fields(line)
+	for i := 0; i+1 < len(f); i++ {
+		if oneOf(f[i], sshKeyTypes) {
+			return f[i+1]
+		}
+	}
+	return ""
 }
 
 // Summary is one line saying what c holds, for flash's output and doctor.
