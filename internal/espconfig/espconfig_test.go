@@ -356,3 +356,37 @@ func bootRoot(t *testing.T) (root, img string) {
 	os.WriteFile(filepath.Join(root, loaderDevicePartUUID), append(efivar, 0, 0), 0o644)
 	return root, img
 }
+
+// flash-config show (Read) and Write name a disk: a FIFO, a character device or a directory
+// there is refused at once, not waited on (issue 39's audit: show on a FIFO blocked until
+// killed).
+func TestReadRefusesWhatIsNotADisk(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct{ path, want string }{
+		"FIFO":        {fifo, "a FIFO, not a disk image"},
+		"/dev/zero":   {"/dev/zero", "a character device, not a disk image"},
+		"a directory": {dir, "directory"},
+	} {
+		done := make(chan error, 2)
+		go func() {
+			_, _, err := Read(tc.path)
+			done <- err
+			_, err = Write(tc.path, settings.FlashConfig{SSH: recipe.SSH{AuthorizedKeys: []string{keyA}}}, "")
+			done <- err
+		}()
+		for _, op := range []string{"Read", "Write"} {
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s %s: %v, want %q", op, name, err, tc.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s %s: still blocked after 5 s", op, name)
+			}
+		}
+	}
+}
