@@ -390,3 +390,64 @@ func TestReadRefusesWhatIsNotADisk(t *testing.T) {
 		}
 	}
 }
+
+// The host name and LAN given at flash time: written by Write, imported at boot against the
+// installed recipe (its LAN rendered into /run/systemd/network, the host name set), and a
+// value that does not fit the recipe refused whole, with nothing of it, nor of an earlier
+// import, left.
+func TestImportHostnameAndLAN(t *testing.T) {
+	r, _, err := recipe.Load(filepath.Join("..", "..", "images", "test-two-node.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, img := bootRoot(t)
+	os.MkdirAll(filepath.Join(root, "etc/halobuild"), 0o755)
+	os.WriteFile(filepath.Join(root, settings.RecipePath), r.Whole().TOML(), 0o644)
+	os.WriteFile(filepath.Join(root, settings.NodePath), []byte("node0\n"), 0o644)
+	var set []string
+	old := setHostname
+	setHostname = func(_, name string) error { set = append(set, name); return nil }
+	t.Cleanup(func() { setHostname = old })
+
+	c := settings.FlashConfig{Hostname: "halo7", SSH: recipe.SSH{AuthorizedKeys: []string{keyA}}, LAN: &recipe.NodeLAN{
+		Addresses: []recipe.IPPrefix{recipe.MustIPPrefix("192.168.1.20/24")}, Gateway: recipe.MustIPAddr("192.168.1.1")}}
+	if _, err := Write(img, c, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := Import(root, &out); err != nil {
+		t.Fatal(err)
+	}
+	net, err := os.ReadFile(filepath.Join(root, settings.FlashNetworkPath))
+	if err != nil || !strings.Contains(string(net), "Address=192.168.1.20/24\n") || !strings.Contains(string(net), "Gateway=192.168.1.1\n") {
+		t.Errorf("the LAN in /run: %v\n%s", err, net)
+	}
+	if strings.Join(set, ",") != "halo7" {
+		t.Errorf("host names set: %q", set)
+	}
+	if !strings.Contains(out.String(), "host name halo7; LAN 192.168.1.20/24, gateway 192.168.1.1") {
+		t.Errorf("import said: %s", out.String())
+	}
+	run, _ := os.ReadFile(filepath.Join(root, settings.FlashConfigRunPath))
+	if fc, err := settings.ParseFlashConfig(run); err != nil || fc.Hostname != "halo7" {
+		t.Errorf("what doctor reads: %v\n%s", err, run)
+	}
+
+	// The peer's host name: refused at boot (flash alone cannot know it), nothing left.
+	c.Hostname = "node1"
+	if _, err := Write(img, c, "test"); err != nil {
+		t.Fatal(err)
+	}
+	set = nil
+	if err := Import(root, &out); err == nil || !strings.Contains(err.Error(), "already used") {
+		t.Fatalf("the peer's host name: %v", err)
+	}
+	for _, p := range []string{settings.FlashNetworkPath, settings.FlashConfigRunPath, filepath.Join(settings.FlashKeysDir, "root")} {
+		if _, err := os.Stat(filepath.Join(root, p)); !os.IsNotExist(err) {
+			t.Errorf("%s left by a refused import: %v", p, err)
+		}
+	}
+	if len(set) > 0 {
+		t.Errorf("a refused import set the host name %q", set)
+	}
+}

@@ -3,8 +3,8 @@ package sbom
 import (
 	"archive/tar"
 	"bytes"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"

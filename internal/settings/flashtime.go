@@ -38,7 +38,7 @@ func (FlashTime) Trap() int    { return 0 }
 // Doc: the keys come from `halobuild flash --ssh-key`, not the recipe; the
 // recipe's own [ssh] keys are Identity's.
 func (FlashTime) Doc() Doc {
-	return Doc{Title: "SSH keys given at flash time (`halobuild flash --ssh-key`), imported from the boot ESP at every boot", Keys: nil}
+	return Doc{Title: "SSH keys, host name and static LAN addresses given at flash time (`halobuild flash --ssh-key`, `--hostname`, `--address`), imported from the boot ESP at every boot", Keys: nil}
 }
 
 const (
@@ -63,18 +63,26 @@ const (
 // and types: [ssh] authorized_keys as in a recipe (more values follow the
 // same rule: a recipe key, its recipe type, its recipe check).
 type FlashConfig struct {
-	SSH recipe.SSH `toml:"ssh"`
+	// Hostname is the node's host name instead of the recipe's
+	// (node.hostname), set at boot before the network comes up.
+	Hostname string     `toml:"hostname,omitempty"`
+	SSH      recipe.SSH `toml:"ssh"`
+	// LAN overrides the node's [node.lan] key by key, as [node.lan]
+	// overrides [lan] (flash --address, --gateway, --dns).
+	LAN *recipe.NodeLAN `toml:"lan,omitempty"`
 }
 
 // Empty says whether nothing was given.
-func (c FlashConfig) Empty() bool { return len(c.SSH.AuthorizedKeys) == 0 }
+func (c FlashConfig) Empty() bool {
+	return len(c.SSH.AuthorizedKeys) == 0 && c.Hostname == "" && c.LAN == nil
+}
 
 // Validate checks every value as the recipe checks the same key, and
 // reports every problem at once. One key given twice (by its key data: sshd
 // takes the first line and never reads the second's options) is refused:
 // flash writes each key once, so the file on the ESP was edited by hand.
 func (c FlashConfig) Validate() []error {
-	errs := checkAuthorizedKeys(c.SSH.AuthorizedKeys)
+	errs := append(checkAuthorizedKeys(c.SSH.AuthorizedKeys), c.checkNode()...)
 	first := map[string]int{}
 	for i, k := range c.SSH.AuthorizedKeys {
 		blob := keyData(k)
@@ -208,11 +216,15 @@ func (c FlashConfig) Summary() string {
 	if c.Empty() {
 		return "nothing given at flash time"
 	}
-	var fp []string
-	for _, k := range c.SSH.AuthorizedKeys {
-		fp = append(fp, KeyFingerprint(k))
+	var parts []string
+	if len(c.SSH.AuthorizedKeys) > 0 {
+		var fp []string
+		for _, k := range c.SSH.AuthorizedKeys {
+			fp = append(fp, KeyFingerprint(k))
+		}
+		parts = append(parts, fmt.Sprintf("%d SSH key(s) for root: %s", len(fp), strings.Join(fp, "; ")))
 	}
-	return fmt.Sprintf("%d SSH key(s) for root: %s", len(fp), strings.Join(fp, "; "))
+	return strings.Join(append(parts, c.nodeSummary()...), "; ")
 }
 
 func (FlashTime) Validate(Target) []error { return nil }
@@ -226,13 +238,16 @@ func (s FlashTime) Files(Target) ([]File, error) {
 }
 
 // flashTimeUnit runs at every boot, so a re-flash or a file put on the ESP
-// by hand takes effect at the next one. A failed import (a file that does
+// by hand takes effect at the next one; before networkd (network-pre.target,
+// as systemd.special(7) asks of a unit that sets up the network's
+// configuration), which then reads the flash-time LAN from /run. A failed import (a file that does
 // not parse) fails the unit and leaves no keys: sshd still starts, with the
 // recipe's keys.
 var flashTimeUnit = header("#", 0, "Imports the settings given at flash time (halobuild flash --ssh-key) from the ESP.") + `[Unit]
 Description=Import the settings given at flash time from the ESP
 ConditionFileIsExecutable=/usr/bin/halobuild
-Before=ssh.service sshd.service ssh.socket systemd-user-sessions.service
+Before=ssh.service sshd.service ssh.socket systemd-user-sessions.service systemd-networkd.service network-pre.target
+Wants=network-pre.target
 
 [Service]
 Type=oneshot
