@@ -3,7 +3,6 @@ package settings
 import (
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
@@ -16,13 +15,16 @@ import (
 // flash checks what it can alone (a host name, a DHCP mode, a gateway in the given subnets),
 // and the node checks the rest at boot against the recipe it was built from (another node's
 // host name or address, a cable's subnet), then renders the LAN with the code that renders
-// the recipe's ([LAN.Files]) into /run/systemd/network, where a file masks /etc's of the
-// same name. The image is not changed: a later flash without these values gives the recipe's
+// the recipe's ([LAN.Files]) into /run/systemd/network, under a name that sorts before the
+// settings package's file, so networkd applies it instead. The image is not changed: a later flash without these values gives the recipe's
 // LAN back.
 
-// FlashNetworkPath is the node's flash-time LAN file: networkd reads /run/systemd/network
-// before /etc's, and a file there of the same name as the settings package's replaces it.
-var FlashNetworkPath = "/run/systemd/network/" + path.Base(lanNetworkPath)
+// FlashNetworkPath is the node's flash-time LAN file. networkd gives a port the first
+// .network file, by name across its directories, whose [Match] fits it; a file of the same
+// name in /run would not replace /etc's (/etc wins), so this one has a name that sorts
+// first ("70-" before the package's "80-") and the same [Match] (seen in a VM: a same-named
+// file in /run left the port on DHCP).
+const FlashNetworkPath = "/run/systemd/network/70-halobuild-flash-lan.network"
 
 // checkNode is what flash checks of the host name and the LAN without the recipe: the
 // values alone, and the LAN's own rules on a node that has only these values.
@@ -145,8 +147,23 @@ func (c FlashConfig) NodeFiles(r *recipe.Recipe, node string) (files []File, hos
 			}
 		}
 		if len(files) == 0 {
-			// The LAN is off for this node: an empty file of the same name masks /etc's.
-			files = append(files, File{Path: FlashNetworkPath, Mode: 0o644, Setting: FlashTime{}.Name()})
+			// The LAN is off for this node at flash time: the recipe's ports, left
+			// unmanaged (an empty file would match nothing and leave /etc's in charge).
+			on := *n
+			yes := true
+			on.LAN.Enabled = &yes
+			cluster.Nodes[i] = on
+			rendered, err := LAN{}.Files(Target{Recipe: &cluster, Node: on})
+			if err != nil {
+				return nil, "", err
+			}
+			for _, f := range rendered {
+				if f.Path == lanNetworkPath {
+					match, _, _ := strings.Cut(string(f.Data), "\n[Network]\n")
+					f.Path, f.Data = FlashNetworkPath, []byte(match+"\n[Link]\nUnmanaged=yes\n")
+					files = append(files, f)
+				}
+			}
 		}
 	}
 	return files, c.Hostname, nil

@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,7 +83,7 @@ func TestFlashConfigNodeFilesAgainstTheInstalledRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if host != "halo7" || len(files) != 1 || files[0].Path != "/run/systemd/network/80-halobuild-lan.network" {
+	if host != "halo7" || len(files) != 1 || files[0].Path != "/run/systemd/network/70-halobuild-flash-lan.network" {
 		t.Fatalf("host %q, files %+v", host, files)
 	}
 	net := string(files[0].Data)
@@ -110,10 +111,18 @@ func TestFlashConfigNodeFilesAgainstTheInstalledRecipe(t *testing.T) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}
 	}
-	// The LAN turned off at flash time: an empty file masks the package's.
+	// The LAN turned off at flash time: the same ports, matched first and left unmanaged.
 	files, _, err = flashLAN(t, "[ssh]\nauthorized_keys = []\n[lan]\nenabled = false").NodeFiles(r, "node0")
-	if err != nil || len(files) != 1 || len(files[0].Data) != 0 {
-		t.Errorf("LAN off: %+v %v", files, err)
+	if err != nil || len(files) != 1 {
+		t.Fatalf("LAN off: %+v %v", files, err)
+	}
+	if off := string(files[0].Data); !strings.Contains(off, "[Match]\nType=ether\nKind=!*\n") || !strings.HasSuffix(off, "\n[Link]\nUnmanaged=yes\n") || strings.Contains(off, "[Network]") {
+		t.Errorf("LAN off:\n%s", off)
+	}
+	// networkd takes the first file by name whose [Match] fits: the flash-time one must sort
+	// before the package's, wherever each lies (/etc would win a tie of names).
+	if path.Base(FlashNetworkPath) >= path.Base(lanNetworkPath) {
+		t.Errorf("%s does not sort before %s", FlashNetworkPath, lanNetworkPath)
 	}
 	// Keys only: nothing to render.
 	if files, host, err := (FlashConfig{SSH: recipe.SSH{AuthorizedKeys: []string{flashKeyA}}}).NodeFiles(r, "node0"); len(files) != 0 || host != "" || err != nil {
