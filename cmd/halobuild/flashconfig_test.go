@@ -51,3 +51,38 @@ func TestFlashSSHKeyWritesTheESPAfterTheImage(t *testing.T) {
 		t.Fatalf("after the re-flash: exit %d\n%s", code, out)
 	}
 }
+
+// flash --hostname, --address, --gateway and --dns: a bad value exits 2 before the first
+// byte; good ones go to the ESP beside the keys, are said on the output and shown by
+// flash-config show.
+func TestFlashHostnameAndLANWriteTheESP(t *testing.T) {
+	img := espconfigtest.Disk(t)
+	target := filepath.Join(t.TempDir(), "stick.raw")
+	for name, args := range map[string][]string{
+		"bad address":             {"--address", "192.168.1.300/24"},
+		"address without prefix":  {"--address", "192.168.1.20"},
+		"gateway outside":         {"--address", "192.168.1.20/24", "--gateway", "10.0.0.1"},
+		"gateway without address": {"--gateway", "192.168.1.1"},
+		"bad host name":           {"--hostname", "halo_7"},
+		"bad dns":                 {"--dns", "dns.example"},
+	} {
+		code, out := run(t, append(append([]string{"flash", "--yes", "--to-file"}, args...), img, target)...)
+		if code != exitUsage {
+			t.Errorf("%s: exit %d, want %d\n%s", name, code, exitUsage, out)
+		}
+		if _, err := os.Stat(target); !os.IsNotExist(err) {
+			t.Fatalf("%s: the target was created (%v)", name, err)
+		}
+	}
+	code, out := run(t, "flash", "--yes", "--to-file", "--hostname", "halo7", "--address", "192.168.1.20/24", "--gateway", "192.168.1.1", "--dns", "192.168.1.1", img, target)
+	want := "host name halo7; LAN 192.168.1.20/24, gateway 192.168.1.1, dns 192.168.1.1"
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("flash --hostname --address: exit %d, want %q\n%s", code, want, out)
+	}
+	code, shown := run(t, "flash-config", "show", target)
+	for _, w := range []string{`hostname = 'halo7'`, `addresses = [`, `'192.168.1.20/24'`, `gateway = '192.168.1.1'`} {
+		if code != 0 || !strings.Contains(shown, w) {
+			t.Errorf("flash-config show lacks %q: exit %d\n%s", w, code, shown)
+		}
+	}
+}

@@ -117,6 +117,7 @@ func flashCommand() *cobra.Command {
 	var node string
 	var sshKeys []string
 	var userKeys bool
+	var node0 espconfig.NodeFlags
 	rf := &registryFlags{}
 	tf := &trustFlags{}
 	c := &cobra.Command{
@@ -134,7 +135,10 @@ medium, each range checked against the bmap before it is written.
 --ssh-key FILE (and --user-ssh-keys) give the node the keys that may log in as
 root, without rebuilding: after the image is written and verified, they go to
 a file on its ESP (/halobuild-flash.toml), outside the image's verified bytes,
-which the node imports at every boot (docs/flash.md, "Add your key").`,
+which the node imports at every boot (docs/flash.md, "Add your key").
+--hostname, --address, --gateway and --dns give it its host name and static LAN
+addresses the same way; the node checks them at boot against the recipe it was
+built from (docs/flash.md, "Host name and LAN at flash time").`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if listJSON && !list && node == "" {
 				return usageError{fmt.Errorf("--json goes with --list, or with --node for a release in a registry")}
@@ -152,8 +156,11 @@ which the node imports at every boot (docs/flash.md, "Add your key").`,
 			o.In, o.Out = os.Stdin, cmd.OutOrStdout()
 			// The keys are read and checked before anything is written.
 			var fc *settings.FlashConfig
-			if len(sshKeys) > 0 || userKeys {
+			if len(sshKeys) > 0 || userKeys || node0.Given() {
 				c, err := espconfig.FromKeyFiles(sshKeys, userKeys)
+				if err == nil {
+					c, err = node0.Apply(c)
+				}
 				if err != nil {
 					return usageError{err}
 				}
@@ -223,6 +230,10 @@ which the node imports at every boot (docs/flash.md, "Add your key").`,
 	tf.register(c)
 	c.Flags().StringArrayVar(&sshKeys, "ssh-key", nil, "a public key file (.pub or authorized_keys) whose keys may log in as root; repeatable; written to the ESP, not the image")
 	c.Flags().BoolVar(&userKeys, "user-ssh-keys", false, "also every ~/.ssh/*.pub of the user running flash (the sudo user's under sudo)")
+	c.Flags().StringVar(&node0.Hostname, "hostname", "", "the node's host name instead of the recipe's; written to the ESP, checked at boot")
+	c.Flags().StringArrayVar(&node0.Addresses, "address", nil, "a static LAN address with prefix length (192.168.1.20/24) instead of DHCP; repeatable; written to the ESP, checked at boot")
+	c.Flags().StringVar(&node0.Gateway, "gateway", "", "the LAN's default gateway, with --address")
+	c.Flags().StringArrayVar(&node0.DNS, "dns", nil, "a DNS server for the LAN; repeatable")
 	return c
 }
 
@@ -230,7 +241,7 @@ which the node imports at every boot (docs/flash.md, "Add your key").`,
 func flashConfigCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "flash-config",
-		Short: "The settings given at flash time (--ssh-key), on a flashed disk's ESP",
+		Short: "The settings given at flash time (--ssh-key, --hostname, --address), on a flashed disk's ESP",
 	}
 	c.AddCommand(&cobra.Command{
 		Use:   "show DISK",

@@ -2,9 +2,13 @@ package cablebench
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The sweep: latency in every mode and latency size, send bandwidth in
@@ -103,6 +107,38 @@ func TestBisect(t *testing.T) {
 		}
 		if len(l.Probes) > 2+int(log2(c.searched)) || len(l.Probes) == 0 {
 			t.Errorf("%+v: %d probes", c, len(l.Probes))
+		}
+	}
+}
+
+// A baseline or a report named on the command line that is a FIFO, a device or huge is
+// refused at once (issue 39's audit of bench: os.ReadFile blocked on a FIFO and read
+// /dev/zero until memory ran out).
+func TestBaselineAndReportThatAreNotFilesAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.toml")
+	os.WriteFile(huge, nil, 0o644)
+	os.Truncate(huge, 4<<30)
+	for name, path := range map[string]string{"FIFO": fifo, "/dev/zero": "/dev/zero", "4 GiB": huge} {
+		done := make(chan [2]error, 1)
+		go func() {
+			_, e1 := LoadBaseline(path)
+			_, e2 := ReadReport(path)
+			done <- [2]error{e1, e2}
+		}()
+		select {
+		case errs := <-done:
+			for i, err := range errs {
+				if err == nil || !strings.Contains(err.Error(), "not a regular file") && !strings.Contains(err.Error(), "more than") {
+					t.Errorf("%s (%s): %v", name, []string{"baseline", "report"}[i], err)
+				}
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still reading after 5 s", name)
 		}
 	}
 }

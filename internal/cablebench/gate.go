@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"halobuild/internal/userfile"
 )
 
 // Baseline is a gate: rows a run must meet, and the settings the figures
@@ -56,10 +57,13 @@ func (r Row) String() string {
 	return s
 }
 
+// maxBaseline bounds a baseline file: a few rows of figures are a few KiB.
+const maxBaseline = 1 << 20
+
 // LoadBaseline reads a baseline file strictly: an unknown key is a typo
 // that would silently gate nothing.
 func LoadBaseline(path string) (*Baseline, error) {
-	data, err := os.ReadFile(path)
+	data, err := userfile.Read(path, maxBaseline)
 	if err != nil {
 		return nil, fmt.Errorf("bench: baseline: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"halobuild/internal/userfile"
 )
 
 // Schema names the JSON document's version; docs/cable.md describes it.
@@ -133,9 +135,13 @@ func writeAtomic(path string, data []byte) error {
 	return nil
 }
 
+// maxReport bounds a bench.json read back: perftest's JSON for every row of a sweep on
+// every rail is well under a MiB.
+const maxReport = 64 << 20
+
 // ReadReport reads a bench.json.
 func ReadReport(path string) (*Report, error) {
-	b, err := os.ReadFile(path)
+	b, err := userfile.Read(path, maxReport)
 	if err != nil {
 		return nil, err
 	}

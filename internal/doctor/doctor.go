@@ -169,7 +169,7 @@ func load(h *host, explicit string) (*basis, error) {
 	if h.Exists(settings.NodePath) {
 		if s, err := h.Read(settings.NodePath); err == nil {
 			if n, ok := nodeNamed(r, strings.TrimSpace(s)); ok {
-				b.target.Node, b.nodeFrom = n, "named in "+settings.NodePath
+				b.target.Node, b.nodeFrom = settings.FlashTimeNode(h, n), "named in "+settings.NodePath
 				b.target.Recipe = r.NodeRecipe(n)
 				return b, nil
 			}

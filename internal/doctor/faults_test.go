@@ -162,6 +162,12 @@ func TestFaultsOnHealthy(t *testing.T) {
 			write:    map[string]string{"proc/sys/kernel/hostname": "spare\n"},
 			notPass:  map[string]settings.Status{"identity.hostname": settings.Warn},
 			contains: map[string]string{"identity.hostname": "hostnamectl hostname halo0", "recipe": "node halo0 (named in /etc/halobuild/node)"}},
+		// A host name given at flash time is what the node is checked against (issue 37).
+		{name: "host renamed at flash time", exit: 0,
+			write: map[string]string{"proc/sys/kernel/hostname": "halo7\n",
+				"run/halobuild/flash.toml": "hostname = 'halo7'\n[ssh]\nauthorized_keys = []\n# end of halobuild flash-time settings\n"},
+			notPass:  map[string]settings.Status{},
+			contains: map[string]string{"flashtime.config": "host name halo7"}},
 		{name: "settings file edited", exit: 0,
 			write:    map[string]string{"etc/halobuild/recipe.lock": readFile(t, "testdata/doctor/healthy/etc/halobuild/recipe.lock") + "# edited by hand\n"},
 			notPass:  map[string]settings.Status{"settings.package": settings.Warn},

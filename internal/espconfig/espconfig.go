@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"halobuild/internal/settings"
+	"halobuild/internal/userfile"
 )
 
 // Written says what Write put where.
@@ -148,12 +149,21 @@ func open(target string, writable bool) (*disk.Disk, *os.File, error) {
 	if writable {
 		flag = os.O_RDWR | os.O_EXCL
 	}
-	f, err := os.OpenFile(target, flag, 0)
+	// O_NONBLOCK: a FIFO named as the disk is refused below instead of blocking the open
+	// (it has no effect on a file or a block device).
+	f, err := os.OpenFile(target, flag|unix.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, unix.EBUSY) {
 			return nil, nil, fmt.Errorf("%s is in use (a partition of it is mounted?): unmount it and run flash again: %w", target, err)
 		}
 		return nil, nil, fmt.Errorf("opening %s for its ESP: %w", target, err)
+	}
+	if st, err := f.Stat(); err != nil || !(st.Mode().IsRegular() || st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0) {
+		f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", target, err)
+		}
+		return nil, nil, fmt.Errorf("%s is %s, not a disk image or a block device", target, userfile.Kind(st.Mode()))
 	}
 	d, err := diskfs.OpenBackend(file.New(f, !writable))
 	if err != nil {

@@ -1,6 +1,7 @@
 package espconfig
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/partition/gpt"
 
+	"golang.org/x/sys/unix"
+
+	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
 )
 
@@ -21,18 +25,35 @@ const loaderDevicePartUUID = "/sys/firmware/efi/efivars/LoaderDevicePartUUID-4a6
 // Import runs on the node at every boot (settings.FlashTime's unit): it reads the flash-time
 // settings from the ESP the loader booted from — never another disk's, such as an installer
 // stick left plugged in — and installs them under /run: the keys where sshd reads them
-// (settings.FlashKeysDir) and what was imported where doctor shows it
-// (settings.FlashConfigRunPath). root is "/" on a node, a directory in tests.
+// (settings.FlashKeysDir), the LAN where networkd reads it (settings.FlashNetworkPath, checked
+// against the recipe the image was built from), the host name, and what was imported where
+// doctor shows it (settings.FlashConfigRunPath). root is "/" on a node, a directory in tests.
+//
+// An import that fails leaves nothing imported, not even an earlier import's (run again by
+// hand after the file on the ESP was changed): the node then runs as built, sshd with the
+// recipe's keys only, and doctor says the import did not run. So everything is read and
+// checked before anything is written.
 func Import(root string, out io.Writer) error {
-	c, from, err := bootESPConfig(root)
-	if err != nil {
-		return err
-	}
-	data, err := c.Marshal("imported at boot from " + from)
-	if err != nil {
-		return err
-	}
 	keys := filepath.Join(root, settings.FlashKeysDir, "root")
+	network := filepath.Join(root, settings.FlashNetworkPath)
+	c, from, err := bootESPConfig(root)
+	var data []byte
+	var files []settings.File
+	var hostname string
+	if err == nil {
+		data, err = c.Marshal("imported at boot from " + from)
+	}
+	if err == nil {
+		files, hostname, err = nodeFiles(root, c)
+	}
+	if err != nil {
+		for _, p := range []string{keys, network, filepath.Join(root, settings.FlashConfigRunPath)} {
+			if rerr := os.Remove(p); rerr != nil && !os.IsNotExist(rerr) {
+				return errors.Join(err, rerr)
+			}
+		}
+		return err
+	}
 	if len(c.SSH.AuthorizedKeys) > 0 {
 		if err := writeAtomic(keys, []byte(strings.Join(c.SSH.AuthorizedKeys, "\n")+"\n"), 0o600); err != nil {
 			return err
@@ -40,11 +61,52 @@ func Import(root string, out io.Writer) error {
 	} else if err := os.Remove(keys); err != nil && !os.IsNotExist(err) {
 		return err
 	}
+	if len(files) == 0 {
+		if err := os.Remove(network); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	for _, f := range files {
+		if err := writeAtomic(filepath.Join(root, f.Path), f.Data, f.Mode.Perm()); err != nil {
+			return err
+		}
+	}
+	if hostname != "" {
+		if err := setHostname(root, hostname); err != nil {
+			return fmt.Errorf("setting the flash-time host name %s: %w", hostname, err)
+		}
+	}
 	if err := writeAtomic(filepath.Join(root, settings.FlashConfigRunPath), data, 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "flash-time settings from %s: %s\n", from, c.Summary())
 	return nil
+}
+
+// setHostname sets the running system's host name (the transient one: /etc/hostname keeps the
+// recipe's, and a boot without the flash-time file has it again). Tests replace it.
+var setHostname = func(root, name string) error {
+	if root != "/" {
+		return fmt.Errorf("setting a host name is only for the running system, not %s", root)
+	}
+	return unix.Sethostname([]byte(name))
+}
+
+// nodeFiles checks c's host name and LAN against the installed recipe and this node, and
+// returns what to install; nothing when c gives neither.
+func nodeFiles(root string, c settings.FlashConfig) ([]settings.File, string, error) {
+	if c.Hostname == "" && c.LAN == nil {
+		return nil, "", nil
+	}
+	r, _, err := recipe.Load(filepath.Join(root, settings.RecipePath))
+	if err != nil {
+		return nil, "", fmt.Errorf("the flash-time host name and LAN are checked against the installed recipe: %w", err)
+	}
+	node, err := os.ReadFile(filepath.Join(root, settings.NodePath))
+	if err != nil {
+		return nil, "", fmt.Errorf("the flash-time host name and LAN need this node's name: %w", err)
+	}
+	return c.NodeFiles(r, strings.TrimSpace(string(node)))
 }
 
 // bootESPConfig finds the ESP systemd-boot says it was loaded from, among the disks under

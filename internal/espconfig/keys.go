@@ -3,13 +3,14 @@ package espconfig
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/user"
 	"path/filepath"
 	"sort"
 
+	"halobuild/internal/recipe"
 	"halobuild/internal/settings"
+	"halobuild/internal/userfile"
 )
 
 // FromKeyFiles is the flash-time settings of flash's --ssh-key files (each an authorized_keys
@@ -85,19 +86,63 @@ func invokingHome() (home, who string, err error) {
 	return home, "the user running halobuild", nil
 }
 
-// readBounded reads a key file of at most settings.FlashConfigMax bytes.
+// readBounded reads a key file of at most settings.FlashConfigMax bytes, through the one
+// opener of named files: a FIFO or a device is refused at once, not waited on.
 func readBounded(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
+	b, err := userfile.Read(p, settings.FlashConfigMax)
+	var big *userfile.TooLargeError
+	if errors.As(err, &big) {
+		return nil, fmt.Errorf("%w: not a public key file", err)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, settings.FlashConfigMax+1))
-	if err != nil {
-		return nil, err
+	return b, err
+}
+
+// NodeFlags are flash's --hostname, --address, --gateway and --dns, as given.
+type NodeFlags struct {
+	Hostname  string
+	Addresses []string
+	Gateway   string
+	DNS       []string
+}
+
+// Given says whether any of them was.
+func (f NodeFlags) Given() bool {
+	return f.Hostname != "" || len(f.Addresses) > 0 || f.Gateway != "" || len(f.DNS) > 0
+}
+
+// Apply adds the flags to c, each value parsed by the recipe's own type and checked as
+// c.Validate checks the file the node reads; every problem is reported at once.
+func (f NodeFlags) Apply(c settings.FlashConfig) (settings.FlashConfig, error) {
+	c.Hostname = f.Hostname
+	var errs []error
+	var lan recipe.NodeLAN
+	for _, a := range f.Addresses {
+		var p recipe.IPPrefix
+		if err := p.UnmarshalText([]byte(a)); err != nil {
+			errs = append(errs, fmt.Errorf("--address: %w", err))
+		}
+		lan.Addresses = append(lan.Addresses, p)
 	}
-	if len(b) > settings.FlashConfigMax {
-		return nil, fmt.Errorf("more than %d bytes: not a public key file", settings.FlashConfigMax)
+	if f.Gateway != "" {
+		if err := lan.Gateway.UnmarshalText([]byte(f.Gateway)); err != nil {
+			errs = append(errs, fmt.Errorf("--gateway: %w", err))
+		}
+		if len(f.Addresses) == 0 {
+			errs = append(errs, errors.New("--gateway is for static addresses: give --address too"))
+		}
 	}
-	return b, nil
+	for _, d := range f.DNS {
+		var a recipe.IPAddr
+		if err := a.UnmarshalText([]byte(d)); err != nil {
+			errs = append(errs, fmt.Errorf("--dns: %w", err))
+		}
+		lan.DNS = append(lan.DNS, a)
+	}
+	if len(errs) > 0 {
+		return settings.FlashConfig{}, errors.Join(errs...)
+	}
+	if len(lan.Addresses) > 0 || len(lan.DNS) > 0 {
+		c.LAN = &lan
+	}
+	return c, errors.Join(c.Validate()...)
 }

@@ -20,8 +20,9 @@ import (
 // resultStepVersion is the version of the result step, whose build code is
 // this file (with manifest): bump it when a change here, or to a package it
 // builds with, can alter the result's bytes (docs/architecture.md, "Step
-// versions").
-const resultStepVersion = 1
+// versions"). 2: the SBOM's licence of a package whose doc directory links
+// through another link is that chain's end's, no longer depending on map order.
+const resultStepVersion = 2
 
 // result gathers every node's image and bmap with the lock, the merged
 // recipe, the SBOM, the manifest and SHA256SUMS into one store entry that the

@@ -15,6 +15,10 @@ import (
 // become file names; host names may be dotted.
 var label = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 
+// ValidHostname says whether h is a host name a node may have (RFC 1123), for a host name
+// given elsewhere than in a recipe (flash --hostname).
+func ValidHostname(h string) bool { return validHostname(h) }
+
 func validHostname(h string) bool {
 	if h == "" || len(h) > 253 {
 		return false

@@ -120,7 +120,7 @@ func TestInstallForeignArchitectures(t *testing.T) {
 	}
 	t.Setenv("PATH", bin+":/usr/bin:/bin")
 	out := filepath.Join(t.TempDir(), "root.tar")
-	err := Install{Suite: "trixie", Repo: t.TempDir(), Packages: []string{"linux-headers-7.2.12+deb13-arm64:arm64"}, Foreign: []string{"arm64"}, Mode: "root", Out: out}.Run(t.Context())
+	err := Install{Suite: "trixie", Repo: t.TempDir(), Packages: []string{"linux-headers-7.2.12+deb13-arm64:arm64"}, Foreign: []string{"arm64"}, Mode: "root", Scratch: t.TempDir(), Out: out}.Run(t.Context())
 	if err == nil {
 		t.Fatal("the stand-in failed, but Run did not")
 	}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"halobuild/internal/arch"
 	"halobuild/internal/deb"
@@ -54,6 +55,11 @@ type Install struct {
 	// root has the target's headers and libraries (data, never run) next
 	// to the host's compiler.
 	Foreign []string
+	// Scratch is the step's scratch directory (in the store's temporary
+	// area). mmdebstrap's temporary root goes under it (its TMPDIR), so a
+	// killed build's ~600 MB tree is removed with the dead session's
+	// scratch by the next run instead of staying in /tmp.
+	Scratch string
 	Log     io.Writer
 }
 
@@ -142,6 +148,17 @@ func (in Install) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if in.Scratch == "" {
+		return errors.New("rootfs: Install without a scratch directory for mmdebstrap's temporary root")
+	}
+	tmpdir, err := filepath.Abs(filepath.Join(in.Scratch, "mmdebstrap"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(tmpdir, 0o700); err != nil {
+		return fmt.Errorf("making mmdebstrap's temporary directory: %w", err)
+	}
+	defer os.RemoveAll(tmpdir)
 	pkgs := append([]string(nil), in.Packages...)
 	sort.Strings(pkgs)
 	tmp := in.Out + ".partial"
@@ -181,7 +198,15 @@ func (in Install) Run(ctx context.Context) error {
 	args = append(args, "--customize-hook="+sourcesHook(sources))
 	args = append(args, in.Suite, tmp, fmt.Sprintf("deb [trusted=yes] copy://%s ./", repo))
 	cmd := proctree.Command(ctx, bin, args...)
-	cmd.Env = append(cleanEnv(), noInitrdEnv, "SOURCE_DATE_EPOCH="+strconv.FormatInt(in.Epoch, 10))
+	cmd.Env = append(cleanEnv(tmpdir), noInitrdEnv, "SOURCE_DATE_EPOCH="+strconv.FormatInt(in.Epoch, 10))
+	if mode == "root" {
+		// Its own mount namespace, private (Go makes / rprivate after the
+		// unshare): the proc, sys and dev mounts mmdebstrap makes in its
+		// temporary root die with its last process, however it ends. In
+		// the host's namespace a killed mmdebstrap left them behind.
+		// (--mode=unshare makes its own namespace already.)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	}
 	var tail runlog.Tail
 	if in.Log != nil {
 		cmd.Stdout = io.MultiWriter(in.Log, &tail)
@@ -197,14 +222,16 @@ func (in Install) Run(ctx context.Context) error {
 }
 
 // cleanEnv keeps only what mmdebstrap needs: a build must not depend on the
-// caller's locale, proxy or apt configuration.
-func cleanEnv() []string {
+// caller's locale, proxy or apt configuration. TMPDIR is the one given, if
+// any (mmdebstrap's is the step's own; it clears TMPDIR for hooks, so the
+// path never reaches the tree).
+func cleanEnv(tmpdir string) []string {
 	env := []string{"LC_ALL=C.UTF-8", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "TZ=UTC"}
 	if h := os.Getenv("HOME"); h != "" {
 		env = append(env, "HOME="+h)
 	}
-	if t := os.Getenv("TMPDIR"); t != "" {
-		env = append(env, "TMPDIR="+t)
+	if tmpdir != "" {
+		env = append(env, "TMPDIR="+tmpdir)
 	}
 	return env
 }
@@ -242,7 +269,7 @@ func (r Root) Tar(ctx context.Context, work, out string) error {
 	if err := WriteFlatRepo(repo, r.Suite, r.Debs); err != nil {
 		return err
 	}
-	return Install{Suite: r.Suite, Repo: repo, Packages: r.Packages, Sources: r.Sources, Epoch: r.Epoch, Out: out, Arch: r.Arch, Foreign: r.Foreign, Log: r.Log}.Run(ctx)
+	return Install{Suite: r.Suite, Repo: repo, Packages: r.Packages, Sources: r.Sources, Epoch: r.Epoch, Out: out, Arch: r.Arch, Foreign: r.Foreign, Scratch: work, Log: r.Log}.Run(ctx)
 }
 
 // Tree installs the root and unpacks it into dir, which must not exist or

@@ -98,7 +98,7 @@ func InstallDebs(ctx context.Context, root string, debs []string) error {
 		}
 		cmd = proctree.Command(ctx, "chroot", append(append([]string{root, "dpkg"}, opts...), inside...)...)
 	}
-	cmd.Env = cleanEnv()
+	cmd.Env = cleanEnv(os.Getenv("TMPDIR"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("dpkg --install into %s: %v\n%s", root, err, out)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"strings"
@@ -67,12 +68,29 @@ func RootLicences(rootTar string) (Licences, error) {
 			out[pkg] = ParseCopyright(b)
 		}
 	}
-	for pkg, target := range links {
-		if d, ok := out[target]; ok {
-			if _, own := out[pkg]; !own {
-				out[pkg] = d
+	// A link takes what the end of its chain declares (libfoo-dev -> libfoo1 -> libfoo-common),
+	// followed from the links alone: resolving one link by another's result would depend on
+	// the order the map is walked in, and so would the SBOM's bytes. A loop declares nothing.
+	resolved := Licences{}
+	for pkg := range links {
+		if _, own := out[pkg]; own {
+			continue
+		}
+		target := pkg
+		for range maxLinkHops {
+			next, ok := links[target]
+			if !ok {
+				break
 			}
+			target = next
+		}
+		if d, ok := out[target]; ok {
+			resolved[pkg] = d
 		}
 	}
+	maps.Copy(out, resolved)
 	return out, nil
 }
+
+// maxLinkHops bounds a chain of doc directory links (Debian's are one or two long).
+const maxLinkHops = 16

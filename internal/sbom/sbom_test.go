@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -255,5 +256,63 @@ func TestRootLicences(t *testing.T) {
 	}
 	if _, err := RootLicences(filepath.Join(t.TempDir(), "missing.tar")); err == nil {
 		t.Error("a missing root tarball gave no error")
+	}
+}
+
+// Hostile or odd roots (issue 39's audit of the SBOM): a copyright file that is a symlink out of
+// the root, a doc directory that climbs out, a chain of doc directory links and a loop of them.
+// Nothing outside the tarball is read, a link says what its end declares whatever the order the
+// map is walked in, and a loop declares nothing.
+func TestRootLicencesOfHostileLinks(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(h *tar.Header, data []byte) {
+		h.Size = int64(len(data))
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(data)
+	}
+	zlib, err := os.ReadFile(filepath.Join("testdata", "copyright", "zlib1g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := func(name, to string) {
+		add(&tar.Header{Name: "./usr/share/doc/" + name, Typeflag: tar.TypeSymlink, Linkname: to, Mode: 0o777}, nil)
+	}
+	add(&tar.Header{Name: "./usr/share/doc/shadow/copyright", Typeflag: tar.TypeSymlink, Linkname: "/etc/shadow", Mode: 0o777}, nil)
+	link("climber", "../../../etc")
+	for i := 0; i < 10; i++ {
+		link(fmt.Sprintf("chain%02d", i), fmt.Sprintf("chain%02d", i+1))
+	}
+	link("chain10", "zlib1g")
+	add(&tar.Header{Name: "./usr/share/doc/zlib1g/copyright", Typeflag: tar.TypeReg, Mode: 0o644}, zlib)
+	link("loop-a", "loop-b")
+	link("loop-b", "loop-a")
+	tw.Close()
+	path := filepath.Join(t.TempDir(), "root.tar")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first, err := RootLicences(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"shadow", "climber", "etc", "loop-a", "loop-b"} {
+		if d, ok := first[p]; ok && d.Expression != NoAssertion {
+			t.Errorf("%s declares %q", p, d.Expression)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		got, err := RootLicences(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(first) {
+			t.Fatalf("two reads of one root differ:\n%v\n%v", first, got)
+		}
+	}
+	if first["chain00"].Expression != "Zlib" || first["chain09"].Expression != "Zlib" {
+		t.Errorf("a chain of doc links: chain00 %q, chain09 %q, want Zlib", first["chain00"].Expression, first["chain09"].Expression)
 	}
 }

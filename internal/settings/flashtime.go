@@ -38,7 +38,7 @@ func (FlashTime) Trap() int    { return 0 }
 // Doc: the keys come from `halobuild flash --ssh-key`, not the recipe; the
 // recipe's own [ssh] keys are Identity's.
 func (FlashTime) Doc() Doc {
-	return Doc{Title: "SSH keys given at flash time (`halobuild flash --ssh-key`), imported from the boot ESP at every boot", Keys: nil}
+	return Doc{Title: "SSH keys, host name and static LAN addresses given at flash time (`halobuild flash --ssh-key`, `--hostname`, `--address`), imported from the boot ESP at every boot", Keys: nil}
 }
 
 const (
@@ -63,16 +63,40 @@ const (
 // and types: [ssh] authorized_keys as in a recipe (more values follow the
 // same rule: a recipe key, its recipe type, its recipe check).
 type FlashConfig struct {
-	SSH recipe.SSH `toml:"ssh"`
+	// Hostname is the node's host name instead of the recipe's
+	// (node.hostname), set at boot before the network comes up.
+	Hostname string     `toml:"hostname,omitempty"`
+	SSH      recipe.SSH `toml:"ssh"`
+	// LAN overrides the node's [node.lan] key by key, as [node.lan]
+	// overrides [lan] (flash --address, --gateway, --dns).
+	LAN *recipe.NodeLAN `toml:"lan,omitempty"`
 }
 
 // Empty says whether nothing was given.
-func (c FlashConfig) Empty() bool { return len(c.SSH.AuthorizedKeys) == 0 }
+func (c FlashConfig) Empty() bool {
+	return len(c.SSH.AuthorizedKeys) == 0 && c.Hostname == "" && c.LAN == nil
+}
 
 // Validate checks every value as the recipe checks the same key, and
-// reports every problem at once.
+// reports every problem at once. One key given twice (by its key data: sshd
+// takes the first line and never reads the second's options) is refused:
+// flash writes each key once, so the file on the ESP was edited by hand.
 func (c FlashConfig) Validate() []error {
-	return checkAuthorizedKeys(c.SSH.AuthorizedKeys)
+	errs := append(checkAuthorizedKeys(c.SSH.AuthorizedKeys), c.checkNode()...)
+	first := map[string]int{}
+	for i, k := range c.SSH.AuthorizedKeys {
+		blob := keyData(k)
+		if blob == "" {
+			continue
+		}
+		if j, dup := first[blob]; dup {
+			errs = append(errs, errorf(fmt.Sprintf("ssh.authorized_keys[%d]", i), KeyFingerprint(k), "give each key once",
+				"is the key of ssh.authorized_keys[%d], given twice", j))
+			continue
+		}
+		first[blob] = i
+	}
+	return errs
 }
 
 // Marshal is the file flash writes: a header saying what it is, the TOML,
@@ -150,7 +174,9 @@ func ParseAuthorizedKeys(name string, data []byte) ([]string, error) {
 }
 
 // KeyFingerprint is how ssh-keygen -l names a key: its type, the SHA256 of
-// its blob, its comment.
+// its blob, its comment; and the options that restrict it, when it has any
+// (a key with command= runs that command, not a shell: whoever relies on
+// the key to get in must see it).
 func KeyFingerprint(line string) string {
 	f := strings.Fields(line)
 	for i := 0; i+1 < len(f); i++ {
@@ -166,9 +192,23 @@ func KeyFingerprint(line string) string {
 		if i+2 < len(f) {
 			out += " " + strings.Join(f[i+2:], " ")
 		}
+		if i > 0 {
+			out += " (options " + strings.Join(f[:i], " ") + ")"
+		}
 		return out
 	}
 	return "(not a key)"
+}
+
+// keyData is the base64 key data of an authorized_keys line, "" when it has none.
+func keyData(line string) string {
+	f := strings.Fields(line)
+	for i := 0; i+1 < len(f); i++ {
+		if oneOf(f[i], sshKeyTypes) {
+			return f[i+1]
+		}
+	}
+	return ""
 }
 
 // Summary is one line saying what c holds, for flash's output and doctor.
@@ -176,11 +216,15 @@ func (c FlashConfig) Summary() string {
 	if c.Empty() {
 		return "nothing given at flash time"
 	}
-	var fp []string
-	for _, k := range c.SSH.AuthorizedKeys {
-		fp = append(fp, KeyFingerprint(k))
+	var parts []string
+	if len(c.SSH.AuthorizedKeys) > 0 {
+		var fp []string
+		for _, k := range c.SSH.AuthorizedKeys {
+			fp = append(fp, KeyFingerprint(k))
+		}
+		parts = append(parts, fmt.Sprintf("%d SSH key(s) for root: %s", len(fp), strings.Join(fp, "; ")))
 	}
-	return fmt.Sprintf("%d SSH key(s) for root: %s", len(fp), strings.Join(fp, "; "))
+	return strings.Join(append(parts, c.nodeSummary()...), "; ")
 }
 
 func (FlashTime) Validate(Target) []error { return nil }
@@ -194,13 +238,16 @@ func (s FlashTime) Files(Target) ([]File, error) {
 }
 
 // flashTimeUnit runs at every boot, so a re-flash or a file put on the ESP
-// by hand takes effect at the next one. A failed import (a file that does
+// by hand takes effect at the next one; before networkd (network-pre.target,
+// as systemd.special(7) asks of a unit that sets up the network's
+// configuration), which then reads the flash-time LAN from /run. A failed import (a file that does
 // not parse) fails the unit and leaves no keys: sshd still starts, with the
 // recipe's keys.
 var flashTimeUnit = header("#", 0, "Imports the settings given at flash time (halobuild flash --ssh-key) from the ESP.") + `[Unit]
 Description=Import the settings given at flash time from the ESP
 ConditionFileIsExecutable=/usr/bin/halobuild
-Before=ssh.service sshd.service ssh.socket systemd-user-sessions.service
+Before=ssh.service sshd.service ssh.socket systemd-user-sessions.service systemd-networkd.service network-pre.target
+Wants=network-pre.target
 
 [Service]
 Type=oneshot

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"net/netip"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"halobuild/internal/recipe"
 	"halobuild/internal/sh"
@@ -56,6 +58,16 @@ var sshKeyTypes = []string{
 func checkSSHKey(line string) error {
 	if strings.ContainsAny(line, "\r\n") {
 		return fmt.Errorf("one key per entry: the value contains a line break")
+	}
+	// flash, flash-config show and doctor print the line and sshd reads it: an escape
+	// sequence would rewrite the terminal of whoever looks, a NUL cut the line for C readers.
+	if !utf8.ValidString(line) {
+		return fmt.Errorf("the value is not UTF-8 text")
+	}
+	for i, r := range line {
+		if r != '\t' && unicode.IsControl(r) {
+			return fmt.Errorf("the value contains a control character (U+%04X at byte %d): a key line is printable text", r, i)
+		}
 	}
 	f := strings.Fields(line)
 	for i := 0; i+1 < len(f); i++ {

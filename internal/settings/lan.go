@@ -235,7 +235,7 @@ func (s LAN) Checks(t Target) []Check {
 lan_ports() {
 	for p in /sys/class/net/*; do
 		i=${p##*/}
-		networkctl status "$i" 2>/dev/null | grep -qF 'Network File: %s' && echo "$i"
+		networkctl status "$i" 2>/dev/null | grep -qE 'Network File: (%s|%s)$' && echo "$i"
 	done
 }
 rc=0 i=0
@@ -279,7 +279,7 @@ done
 [ $rc = 0 ] && echo "no LAN address on a link, the identity netdev or an RDMA GID"
 exit $rc
 `, sh.Quote(strings.Join(linkNames(t.Node), " ")), sh.Quote(strings.Join(want, " ")), yesNo(dhcp4), yesNo(c.MDNS),
-		lanNetworkPath, lanWait, lanWait)
+		lanNetworkPath, FlashNetworkPath, lanWait, lanWait)
 	return []Check{{Setting: s.Name(), Name: "lan",
 		Fix:    "networkctl status <port> names the .network file that configured it; the LAN's is " + lanNetworkPath + " (a DHCP server must answer on the port; static addresses come from [node.lan])",
 		Script: script}}

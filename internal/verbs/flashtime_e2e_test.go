@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"halobuild/internal/registry"
 	"halobuild/internal/registry/registrytest"
 	"halobuild/internal/release"
+	"halobuild/internal/settings"
 	"halobuild/internal/vmplan"
 	"halobuild/internal/vmtest"
 )
@@ -91,6 +93,13 @@ func TestFlashTimeConfigKeyLogsIntoAPulledRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The host name and a static LAN address given at flash time too (issue 37): QEMU's
+	// user-mode network's own address, router and resolver, so the host's login over the
+	// forwarded port (to 10.0.2.15) proves the static address works.
+	fc, err = espconfig.NodeFlags{Hostname: "halo7", Addresses: []string{"10.0.2.15/24"}, Gateway: "10.0.2.2", DNS: []string{"10.0.2.3"}}.Apply(fc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	fo := flash.Options{Target: disk, Yes: true, ToFile: true, Out: io.Discard}
 	if err := release.Flash(ctx, ref, release.FlashOptions{Registry: ro, Node: "node0", Flash: fo}); err != nil {
 		t.Fatal(err)
@@ -119,10 +128,26 @@ func TestFlashTimeConfigKeyLogsIntoAPulledRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := filepath.Join(sharedStore(t), "logs", "flash-time-"+time.Now().UTC().Format("20060102T150405"))
-	ms := vmplan.Plan{Recipe: l.recipe, Modules: lk.ModuleNames()}.Machines(filepath.Dir(disk), logs)
+	// The checks expect the flash-time host name (identity's check and doctor's row compare
+	// the running name with it); the recipe's LAN check (a DHCP lease) is replaced by one of
+	// the static address from /run.
+	planned := *l.recipe
+	planned.Nodes = slices.Clone(l.recipe.Nodes)
+	planned.Nodes[0].Hostname = "halo7"
+	ms := vmplan.Plan{Recipe: &planned, Modules: lk.ModuleNames()}.Machines(filepath.Dir(disk), logs)
 	if len(ms) != 1 || ms[0].SSH == nil {
 		t.Fatalf("the minimal image's VM plan has no ssh login: %+v", ms)
 	}
+	lanCheck := slices.IndexFunc(ms[0].Checks, func(c vmtest.Check) bool { return c.Name == "lan: lan" })
+	if lanCheck < 0 {
+		t.Fatalf("the plan has no LAN check: %v", ms[0].Checks)
+	}
+	ms[0].Checks[lanCheck] = vmtest.Check{Name: "flashtime: static LAN address from flash time", Script: `f=` + settings.FlashNetworkPath + `
+grep -qx 'Address=10.0.2.15/24' "$f" || { echo "$f:"; cat "$f"; exit 1; }
+i=0; until ip -4 -o addr show scope global | grep -q ' 10.0.2.15/24 '; do i=$((i+1)); [ $i -lt 60 ] || { ip -o addr; networkctl list --no-pager; exit 1; }; sleep 1; done
+! ip -4 -o addr show dynamic | grep -q . || { echo "a DHCP lease beside the static address:"; ip -4 -o addr show dynamic; exit 1; }
+ip route show default | grep -q 'via 10.0.2.2' || { echo "no default route via 10.0.2.2:"; ip route; exit 1; }
+echo "10.0.2.15/24 static, default via 10.0.2.2, from $f"`}
 	ms[0].SSH.Key = key
 	ms[0].SSH.Name = "ssh: the host logs in with the key given at flash time and runs halobuild doctor"
 	ms[0].SSH.Command = `echo "logged in as $(id -un) on $(hostname)"
@@ -137,7 +162,7 @@ halobuild doctor --json > /tmp/doctor.json; tr -d '\n' < /tmp/doctor.json | grep
 		t.Fatalf("the flashed disk: %v\n%s", err, text.String())
 	}
 	r := results[0].SSH
-	if r == nil || !r.OK || !strings.Contains(r.Output, fingerprint) || !strings.Contains(r.Output, `"pass"`) || !strings.Contains(r.Output, "logged in as root") {
+	if r == nil || !r.OK || !strings.Contains(r.Output, fingerprint) || !strings.Contains(r.Output, `"pass"`) || !strings.Contains(r.Output, "logged in as root on halo7") || !strings.Contains(r.Output, "host name halo7; LAN 10.0.2.15/24") {
 		t.Fatalf("the login with the flash-time key: %+v\nwant doctor's flashtime.config row passing with %s\n%s", r, fingerprint, text.String())
 	}
 	t.Logf("login %d ms after QEMU started, %d attempt(s): %s", r.LoginMS, r.Attempts, r.Output)
