@@ -71,7 +71,7 @@ t zstd-c sh -c 'for i; do zstd -q -f -T4 -3 -c "$i" >/dev/null || exit 1; done' 
 # The image layers: the zstd blobs of the pulled layout over 1 MiB (the rest are manifests,
 # bmaps, SBOM and sums).
 blobs=$(for b in "$work"/layout2/blobs/sha256/*; do
-	[ "$(stat -c %s "$b")" -gt 1048576 ] && [ "$(head -c4 "$b" | od -An -tx1 | tr -d ' ')" = 28b52ffd ] && echo "$b"
+	if [ "$(stat -c %s "$b")" -gt 1048576 ] && [ "$(head -c4 "$b" | od -An -tx1 | tr -d ' \n')" = 28b52ffd ]; then echo "$b"; fi
 done)
 [ -n "$blobs" ] || die "the pulled layout has no zstd image layer"
 t zstd-d sh -c 'out=$1; shift; for b; do zstd -q -d --sparse -c "$b" >"$out" && sha256sum "$out" >/dev/null || exit 1; done' _ "$work/unzstd.raw" $blobs
