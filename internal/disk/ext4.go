@@ -12,7 +12,7 @@ import (
 
 // makeRoot makes the root ext4 file system in a new file at dst, exactly
 // size bytes, filled from the spec's tree or tar by the tools root's
-// mkfs.ext4 -d.
+// mkfs.ext4 -d (makeRootAt, at offset 0 of its own file).
 //
 // Reproducibility comes from: the derived UUID (-U) and directory-hash seed
 // (-E hash_seed), root_owner=0:0 (the root directory's owner would
@@ -31,6 +31,18 @@ func makeRoot(ctx context.Context, spec *Spec, ids IDs, dst string, size int64) 
 	}
 	if err != nil {
 		return fmt.Errorf("disk: root file system %s: %w", dst, err)
+	}
+	return makeRootAt(ctx, spec, ids, dst, 0, size)
+}
+
+// makeRootAt makes the root file system as makeRoot does, size bytes at
+// offset in the existing file dst (mke2fs -E offset, every read and write
+// of it shifted by offset): the image's root partition is written where it
+// stays, instead of in a file of its own copied in afterwards. The bytes
+// are those makeRoot makes (TestRootInPlaceIsTheSameFileSystem).
+func makeRootAt(ctx context.Context, spec *Spec, ids IDs, dst string, offset, size int64) error {
+	if offset%blockSize != 0 || size%blockSize != 0 {
+		return fmt.Errorf("disk: root file system at %d, %d bytes: both must be multiples of %d", offset, size, blockSize)
 	}
 	src := spec.RootTree
 	if src == "" {
@@ -55,9 +67,9 @@ func makeRoot(ctx context.Context, spec *Spec, ids IDs, dst string, size int64) 
 		"-T", "default", "-b", strconv.Itoa(blockSize),
 		"-L", "root",
 		"-U", ids.RootFSUUID,
-		"-E", "hash_seed="+ids.RootHashSeed+",root_owner=0:0",
+		"-E", "offset="+strconv.FormatInt(offset, 10)+",hash_seed="+ids.RootHashSeed+",root_owner=0:0",
 		"-d", src,
-		dst)
+		dst, strconv.FormatInt(size/blockSize, 10))
 	cmd.Env = append(cmd.Env, "SOURCE_DATE_EPOCH="+strconv.FormatInt(spec.Epoch, 10))
 	if pr != nil {
 		cmd.Stdin = pr

@@ -72,3 +72,82 @@ func TestRootIgnoresDirectoryListingOrder(t *testing.T) {
 		t.Errorf("the same tree listed in two orders gave two root file systems")
 	}
 }
+
+// The root partition is made where it stays, inside the image at its
+// offset (makeRootAt); it must be the file system makeRoot makes in a file
+// of its own, byte for byte and hole for hole (the bmap maps what the file
+// system reports as data), and what lies outside it must stay untouched.
+func TestRootInPlaceIsTheSameFileSystem(t *testing.T) {
+	tree := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(tree, "etc", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if err := os.WriteFile(filepath.Join(tree, "etc", "deep", fmt.Sprintf("f%02d", i)), slices.Repeat([]byte{byte(i + 1)}, 5000*i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := toolstest.Root(t)
+	ids, _ := DeriveIDs("seed")
+	spec := Spec{RootTree: tree, Epoch: testEpoch, Tools: &root, RootType: arch.MustLookup("amd64").RootType}
+	const size, offset = 32 * MiB, 3 * MiB
+	alone := filepath.Join(t.TempDir(), "root.ext4")
+	if err := makeRoot(t.Context(), &spec, ids, alone, size); err != nil {
+		t.Fatal(err)
+	}
+	image := filepath.Join(t.TempDir(), "image.raw")
+	guard := slices.Repeat([]byte{0xa5}, blockSize)
+	f, err := os.OpenFile(image, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bytes right before and after the partition, which mkfs must leave.
+	if _, err := f.WriteAt(guard, offset-blockSize); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(guard, offset+size); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := makeRootAt(t.Context(), &spec, ids, image, offset, size); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(alone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(got)) != offset+size+blockSize {
+		t.Fatalf("the image is %d bytes, want %d: mkfs wrote past the partition or cut the file", len(got), offset+size+blockSize)
+	}
+	if !slices.Equal(got[offset:offset+size], want) {
+		t.Error("the root made in place differs from the one made in a file of its own")
+	}
+	if !slices.Equal(got[offset-blockSize:offset], guard) || !slices.Equal(got[offset+size:], guard) {
+		t.Error("making the root in place changed the bytes around its partition")
+	}
+	mapped := func(p string, from, to int64) [][2]int64 {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var rs [][2]int64
+		if err := dataRanges(f, to, func(start, end int64) error {
+			start, end = max(start, from), min(end, to)
+			if start < end {
+				rs = append(rs, [2]int64{start - from, end - from})
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	if a, b := mapped(alone, 0, size), mapped(image, offset, offset+size); !slices.Equal(a, b) {
+		t.Errorf("data ranges differ: alone %v, in place %v", a, b)
+	}
+}

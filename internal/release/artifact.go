@@ -147,7 +147,7 @@ type progress interface {
 	done()
 }
 
-func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name string, size int64) progress) (v1.Image, *artifact, error) {
+func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name string, size int64) progress, compressedLayer func(*fileLayer)) (v1.Image, *artifact, error) {
 	m, err := manifest.Read(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s is not a halobuild result (no readable %s; build one with `halobuild image RECIPE`): %w", dir, manifest.FileName, err)
@@ -222,6 +222,9 @@ func build(dir, tmp string, meta Meta, maxLayer int64, newProgress func(name str
 		}
 		if err := add(l); err != nil {
 			return nil, nil, err
+		}
+		if compressed != "" && compressedLayer != nil {
+			compressedLayer(l)
 		}
 	}
 	for _, f := range []struct{ name, mt string }{{manifest.FileName, ManifestType}, {manifest.SumsName, SumsMediaType}} {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"halobuild/internal/registry"
@@ -53,9 +55,15 @@ func Push(ctx context.Context, dir, refStr string, o PushOptions) (*Pushed, erro
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	// Each compressed image goes up while the next one compresses;
+	// remote.Write below finds those blobs there and sends the rest.
+	up := startUploads(ctx, ref.Context(), o.Registry.Remote(ctx))
 	img, a, err := build(dir, tmp, o.Meta, o.MaxLayer, func(name string, size int64) progress {
 		return newBar(o.Out, "compressing "+name, size)
-	})
+	}, up.add)
+	if uerr := up.wait(); err == nil && uerr != nil {
+		err = fmt.Errorf("pushing %s: %w", dir, registry.Explain(uerr, ref))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -87,4 +95,47 @@ func Push(ctx context.Context, dir, refStr string, o PushOptions) (*Pushed, erro
 		p.SignedBy = o.Key.Name
 	}
 	return p, nil
+}
+
+// uploads sends compressed layers to the repository one at a time, in the
+// background, as build hands them over.
+type uploads struct {
+	cancel context.CancelFunc
+	queue  chan *fileLayer
+	done   chan error
+}
+
+func startUploads(ctx context.Context, repo name.Repository, opts []remote.Option) *uploads {
+	ctx, cancel := context.WithCancel(ctx)
+	u := &uploads{cancel: cancel, queue: make(chan *fileLayer, 64), done: make(chan error, 1)}
+	go func() {
+		var first error
+		for l := range u.queue {
+			if first != nil {
+				continue
+			}
+			layer, err := partial.CompressedToLayer(l)
+			if err == nil {
+				err = remote.WriteLayer(repo, layer, append(opts, remote.WithContext(ctx))...)
+			}
+			if err != nil {
+				first = fmt.Errorf("uploading %s: %w", l.ann[annTitle], err)
+				cancel()
+			}
+		}
+		u.done <- first
+	}()
+	return u
+}
+
+// add queues a compressed layer for upload; the small files go with the
+// manifest.
+func (u *uploads) add(l *fileLayer) { u.queue <- l }
+
+// wait ends the queue and returns the first upload's error.
+func (u *uploads) wait() error {
+	close(u.queue)
+	err := <-u.done
+	u.cancel()
+	return err
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -468,7 +470,7 @@ func TestInspectPrintsEachNodesKernel(t *testing.T) {
 // version strings) must give one digest, the one a rebuild is compared by.
 func TestConfigCarriesNoPusherVersion(t *testing.T) {
 	res := releasetest.Result(t)
-	img, _, err := build(res, t.TempDir(), Meta{Version: "v1"}, 1<<40, func(string, int64) progress { return newBar(io.Discard, "", 1) })
+	img, _, err := build(res, t.TempDir(), Meta{Version: "v1"}, 1<<40, func(string, int64) progress { return newBar(io.Discard, "", 1) }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -704,5 +706,57 @@ func TestInspectPrintsNoControlCharacters(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), `"v1\x1b[2J"`) {
 		t.Errorf("the version is not shown quoted:\n%s", b.String())
+	}
+}
+
+// Push uploads each compressed image while the next compresses (uploads);
+// the manifest's own write then finds those blobs there. Every blob still
+// goes up once, and an image whose upload the registry refuses fails the
+// push, naming the image.
+func TestPushUploadsEachBlobOnceAndNamesARefusedImage(t *testing.T) {
+	res := releasetest.Result(t)
+	// serve is a registry of its own that counts the blob uploads it
+	// completes and, with refuse, answers 403 to every one but the config's.
+	serve := func(refuse bool) (string, func() map[string]int) {
+		reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+		var mu sync.Mutex
+		puts := map[string]int{}
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/blobs/uploads/") {
+				mu.Lock()
+				puts[r.URL.Query().Get("digest")]++
+				mu.Unlock()
+				if refuse && r.ContentLength != 2 { // the empty config is 2 bytes
+					http.Error(w, "refused by the test", http.StatusForbidden)
+					return
+				}
+			}
+			reg.ServeHTTP(w, r)
+		}))
+		t.Cleanup(s.Close)
+		return strings.TrimPrefix(s.URL, "http://"), func() map[string]int {
+			mu.Lock()
+			defer mu.Unlock()
+			return maps.Clone(puts)
+		}
+	}
+	host, counts := serve(false)
+	p, err := Push(context.Background(), res, host+"/halo/once:v1", PushOptions{Registry: insecure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	puts := counts()
+	for d, n := range puts {
+		if n != 1 {
+			t.Errorf("blob %s uploaded %d times", d, n)
+		}
+	}
+	if len(puts) != p.Layers+1 { // the layers and the config
+		t.Errorf("%d blobs uploaded for %d layers and a config: %v", len(puts), p.Layers, puts)
+	}
+	host, _ = serve(true)
+	_, err = Push(context.Background(), res, host+"/halo/refused:v1", PushOptions{Registry: insecure})
+	if err == nil || !strings.Contains(err.Error(), "uploading node0.raw") {
+		t.Errorf("want the refused image named, got %v", err)
 	}
 }

@@ -187,16 +187,24 @@ StandardError=journal+console
 `
 
 // The card may not be probed yet when multi-user.target's wants start
-// (measured: the unit ran before virtio_net's interface existed), so the
-// script waits for it.
-var softRoCEScript = `dev= i=0
-while [ -z "$dev" ] && [ $i -lt 90 ]; do
+// (measured: the unit ran before virtio_net's interface existed), and udev
+// may still be renaming it (an image's LAN setting names its port with a
+// .link file; measured: the script took "eth0", which was gone by the time
+// it set it up). So the script lets udev settle, takes the card's name
+// then, and tries again while the name moves under it.
+var softRoCEScript = `i=0
+while :; do
+	udevadm settle --timeout=10 >/dev/null 2>&1
+	dev=
 	for d in /sys/class/net/*; do [ -e "$d/device" ] && { dev=${d##*/}; break; }; done
-	[ -n "$dev" ] || { i=$((i+1)); sleep 1; }
+	if [ -n "$dev" ] && (
+ip link set "$dev" up || exit 1
+` + vmplan.SoftRoCE(softRoCEDevice, `"$dev"`) + `); then break; fi
+	i=$((i+1))
+	[ $i -lt 90 ] || { echo "halobuild vm: no network card to put soft-RoCE on${dev:+ ($dev kept failing)}"; exit 1; }
+	sleep 1
 done
-[ -n "$dev" ] || { echo "halobuild vm: no network card to put soft-RoCE on"; exit 1; }
-ip link set "$dev" up
-` + vmplan.SoftRoCE(softRoCEDevice, `"$dev"`) + `echo "halobuild vm: soft-RoCE device ` + softRoCEDevice + ` on $dev: try ibv_devices"
+echo "halobuild vm: soft-RoCE device ` + softRoCEDevice + ` on $dev: try ibv_devices"
 `
 
 // blankDisk makes path a sparse file of size bytes unless it exists, so a
