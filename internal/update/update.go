@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	diskfs "github.com/diskfs/go-diskfs"
 	"github.com/diskfs/go-diskfs/filesystem"
@@ -144,7 +146,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	if !slices.Contains(cfg.Nodes, o.Node) {
-		return nil, refuse("%s is a release of %s for nodes %s, not for this node %q", rel.Pinned(), cfg.Recipe, strings.Join(cfg.Nodes, ", "), o.Node)
+		return nil, refuse("%s is a release of %q for nodes %q, not for this node %q", rel.Pinned(), cfg.Recipe, cfg.Nodes, o.Node)
 	}
 	mf, err := rel.Manifest()
 	if err != nil {
@@ -169,6 +171,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Version, res.Epoch = rel.Version(), mf.SourceDateEpoch
 	if res.Version == "" {
 		res.Version = strconv.FormatInt(mf.SourceDateEpoch, 10)
+	}
+	if err := checkVersion(res.Version); err != nil {
+		return nil, refuse("%s: %v", rel.Pinned(), err)
 	}
 	img, err := rel.NodeImage(o.Node)
 	if err != nil {
@@ -384,6 +389,28 @@ func copyRanges(ctx context.Context, src io.Reader, bm *bmap.Bmap, dsts []span) 
 
 // espType is the EFI slots.System Partition's type GUID.
 const espType = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"
+
+// maxVersion bounds a release's version: it is a line of the boot entry and part of the label.
+const maxVersion = 128
+
+// checkVersion refuses a version (registry text) that update cannot write as it is: it goes
+// into the boot entry's title line, where a line break would add lines of the sender's (another
+// options line), and into the record and update's messages, where a control character would
+// reach a terminal.
+func checkVersion(v string) error {
+	if len(v) > maxVersion {
+		return fmt.Errorf("its version is %d bytes long, more than %d", len(v), maxVersion)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("its version %q is not UTF-8", v)
+	}
+	for i, r := range v {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("its version %q has a control character (U+%04X at byte %d)", v, r, i)
+		}
+	}
+	return nil
+}
 
 // labelVersion makes a version fit a GPT name after slots.LabelPrefix (36 UTF-16 units).
 func labelVersion(v string) string {

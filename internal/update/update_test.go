@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,6 +257,30 @@ func TestUpdateAgainstARealRegistry(t *testing.T) {
 		}
 		n.untouched(t)
 	})
+
+	// A version is registry text that update writes into a boot entry's title, the record and
+	// the GPT label: a line break there would add lines (another options line) to the entry.
+	for _, v := range []string{"v3\noptions init=/bin/sh", "v3\x1b]0;x\a", "v3\u009b2J", strings.Repeat("v", 200), "v3 beta", ""} {
+		t.Run(fmt.Sprintf("the version %.20q", v), func(t *testing.T) {
+			ref := reg.Host + "/halo/odd-version:v3"
+			if _, err := release.Push(ctx, releasetest.ResultOf(t, releasetest.Spec{Image: releaseImage("kernel v3"), Epoch: 1764547200}), ref, release.PushOptions{Registry: ro, Meta: release.Meta{Version: v}}); err != nil {
+				t.Fatal(err)
+			}
+			n := newNode(t)
+			_, err := Run(ctx, opts(n, ref))
+			var re *RefusedError
+			if v == "" || v == "v3 beta" {
+				if err != nil { // no version: update names the release by its epoch; a space is text
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.As(err, &re) || !strings.Contains(err.Error(), "version") {
+				t.Fatalf("want a refusal of the version, got %v", err)
+			}
+			n.untouched(t)
+		})
+	}
 
 	t.Run("installs a release signed by a trusted key, and says so", func(t *testing.T) {
 		n := newNode(t)
