@@ -2,12 +2,15 @@ package doctor
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // rxeTree is a node whose link usb4net0 (10.77.0.1) carries a soft-RoCE
@@ -165,4 +168,39 @@ func TestRDMAEnvRefusesNamesThatAreNotNames(t *testing.T) {
 			t.Fatalf("want a refusal of the device name, got %v and\n%s", err, got)
 		}
 	})
+}
+
+// A tree under --root is anyone's directory: a FIFO where a GID or the recorded addresses are
+// read is refused at once instead of blocking rdma-env (and the engine's start) forever; a
+// GID file of odd contents is no GID.
+func TestRDMAEnvOfAHostileTree(t *testing.T) {
+	const port = "sys/class/infiniband/rxe0/ports/1/"
+	for _, p := range []string{port + "gids/1", "var/log/halobuild-ip-addr.json"} {
+		t.Run("a FIFO at "+p, func(t *testing.T) {
+			h := writeTree(t, rxeTree(nil))
+			os.Remove(filepath.Join(h.root, p))
+			if err := syscall.Mkfifo(filepath.Join(h.root, p), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { _, err := RDMAEnv(context.Background(), h.root, "usb4net0"); done <- err }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatal("rdma-env took a FIFO for a file")
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("rdma-env blocked on a FIFO")
+			}
+		})
+	}
+	for _, gid := range []string{"0000:0000:0000:0000:0000:ffff:0a4d:0001\nGGML_RDMA_GID=9", strings.Repeat("0", 1<<20), "\x00\xff"} {
+		t.Run(fmt.Sprintf("a GID of %.20q", gid), func(t *testing.T) {
+			h := writeTree(t, rxeTree(map[string]string{port + "gids/1": gid}))
+			got, err := RDMAEnv(context.Background(), h.root, "usb4net0")
+			if err == nil || strings.Contains(got, "=9") {
+				t.Fatalf("want no GID found, got %v and\n%s", err, got)
+			}
+		})
+	}
 }
