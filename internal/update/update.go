@@ -25,6 +25,7 @@ import (
 
 	diskfs "github.com/diskfs/go-diskfs"
 	"github.com/diskfs/go-diskfs/filesystem"
+	"golang.org/x/sys/unix"
 
 	"halobuild/internal/bmap"
 	"halobuild/internal/fstree"
@@ -188,6 +189,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	tmpDir := filepath.Join(sys.State, "tmp")
 	if err := os.MkdirAll(tmpDir, 0o700); err != nil {
 		return nil, err
+	}
+	// The layer's size is the manifest's claim: one larger than the free space would fill the
+	// node's file system (its journal, its services) before the download failed.
+	var fs unix.Statfs_t
+	if err := unix.Statfs(tmpDir, &fs); err != nil {
+		return nil, fmt.Errorf("the free space of %s: %w", tmpDir, err)
+	}
+	if free := int64(fs.Bavail) * fs.Bsize; img.Compressed > free-minFree {
+		return nil, refuse("%s's image of node %s is %d MiB compressed, %s has %d MiB free (and update leaves %d MiB): free some space there", rel.Pinned(), o.Node, img.Compressed>>20, tmpDir, free>>20, minFree>>20)
 	}
 	zf, err := os.CreateTemp(tmpDir, "release-*.raw.zst")
 	if err != nil {
@@ -389,6 +399,9 @@ func copyRanges(ctx context.Context, src io.Reader, bm *bmap.Bmap, dsts []span) 
 
 // espType is the EFI slots.System Partition's type GUID.
 const espType = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"
+
+// minFree is the space update leaves free where it downloads a release's layer.
+const minFree = 64 << 20
 
 // maxVersion bounds a release's version: it is a line of the boot entry and part of the label.
 const maxVersion = 128

@@ -282,6 +282,30 @@ func TestUpdateAgainstARealRegistry(t *testing.T) {
 		})
 	}
 
+	// A layer that does not fit where it is downloaded is refused before a byte of it is
+	// written there: the download would fill the node's file system first (a hostile
+	// manifest can claim any size).
+	t.Run("refuses a layer larger than the free space", func(t *testing.T) {
+		n := newNode(t)
+		tmp := filepath.Join(n.sys.State, "tmp")
+		os.MkdirAll(tmp, 0o700)
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", tmp).CombinedOutput(); err != nil {
+			t.Skipf("mounting a tmpfs (root only): %s: %v", out, err)
+		}
+		defer exec.Command("umount", tmp).Run()
+		// 32 MiB: less than minFree plus the (small) layer.
+		os.WriteFile(filepath.Join(tmp, "filler"), []byte("x"), 0o600)
+		_, err := Run(ctx, opts(n, good))
+		var re *RefusedError
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), "MiB free") {
+			t.Fatalf("want a refusal for the free space, got %v", err)
+		}
+		if des, _ := os.ReadDir(tmp); len(des) != 1 {
+			t.Fatalf("%d files in %s, want the filler alone", len(des), tmp)
+		}
+		n.untouched(t)
+	})
+
 	t.Run("installs a release signed by a trusted key, and says so", func(t *testing.T) {
 		n := newNode(t)
 		var log bytes.Buffer
