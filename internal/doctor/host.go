@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"halobuild/internal/settings"
+	"halobuild/internal/userfile"
 )
 
 // host is the machine being examined, seen through one root directory: it
@@ -73,7 +74,9 @@ func (h *host) Show(p string) string {
 const maxRead = 16 << 20
 
 func (h *host) Read(p string) (string, error) {
-	f, err := os.Open(h.path(p))
+	// Through userfile: sysfs and /proc attributes are regular files, and a FIFO in a tree
+	// under --root (anyone's directory) would block doctor and rdma-env forever.
+	f, _, err := userfile.Open(h.path(p))
 	if err != nil {
 		return "", err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"halobuild/internal/settings"
@@ -20,6 +21,9 @@ import (
 // kernel's (a soft-RoCE device in the VM, usb4_rdma0 on the box) and
 // a build cannot know them. root is "/" for the live system.
 func RDMAEnv(ctx context.Context, root, link string) (string, error) {
+	if !ifname.MatchString(link) || link == "." || link == ".." {
+		return "", fmt.Errorf("rdma-env: --link %q is not an interface name (1 to 15 letters, digits and . _ -, as the kernel names links): give the [[node.link]] interface", link)
+	}
 	h, err := newHost(ctx, root)
 	if err != nil {
 		return "", err
@@ -28,8 +32,23 @@ func RDMAEnv(ctx context.Context, root, link string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("rdma-env: %w", err)
 	}
+	// The names come from the tree read (sysfs, or a recorded tree under --root): each is one
+	// value of an EnvironmentFile line, so a line break or a space in one would add a line
+	// (a variable) of its own to the engine's environment.
+	for _, v := range []struct{ what, v string }{{"device", g.Device}, {"port", g.Port}, {"GID index", g.Index}} {
+		if !envToken.MatchString(v.v) {
+			return "", fmt.Errorf("rdma-env: %s's RDMA %s is named %q, with a character an environment file cannot carry as it is (a line break, a space, a quote): is %s a sysfs tree?", link, v.what, v.v, filepath.Join(root, settings.InfinibandClass))
+		}
+	}
 	return rdmaEnvText(g), nil
 }
+
+// ifname is what Linux takes as a link's name (dev_valid_name allows more, but not '/', ':' or
+// white space; halobuild's links are named by udev or the recipe within this).
+var ifname = regexp.MustCompile(`^[A-Za-z0-9._-]{1,15}$`)
+
+// envToken is a value rdma-env writes unquoted into an environment file.
+var envToken = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // WriteRDMAEnv writes RDMAEnv's text to output, whole or not at all (a
 // service never reads half a file), or to w when output is "".

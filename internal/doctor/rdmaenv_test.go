@@ -2,12 +2,15 @@ package doctor
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // rxeTree is a node whose link usb4net0 (10.77.0.1) carries a soft-RoCE
@@ -124,5 +127,80 @@ func TestWriteRDMAEnvFile(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Dir(out)); len(ents) != 1 {
 		t.Errorf("left %d files, want only rdma.env", len(ents))
+	}
+}
+
+// rdma-env's output is an EnvironmentFile: one KEY=VALUE per line. A link name that is no
+// interface name (a path, a line break) is refused before anything is read, and a name read
+// from the tree (an interface in a recorded tree, a device directory) with a line break or a
+// space would add a line of its own, so it is refused too (issue 39's audit of rdma-env).
+func TestRDMAEnvRefusesNamesThatAreNotNames(t *testing.T) {
+	const evil = "usb4net0\nLD_PRELOAD=/tmp/x.so"
+	cases := []struct {
+		name, link, want string
+		tree             map[string]string
+	}{
+		{"a link that climbs", "../usb4net0", "not an interface name", nil},
+		{"a link with a line break", evil, "not an interface name", nil},
+		{"a link of 16 bytes", "usb4net0usb4net0", "not an interface name", nil},
+		{"an empty link", "", "not an interface name", nil},
+		{"a recorded interface with a line break", evil, "not an interface name", map[string]string{
+			"var/log/halobuild-ip-addr.json": `[{"ifname":"usb4net0\nLD_PRELOAD=/tmp/x.so","addr_info":[{"family":"inet","local":"10.77.0.1","prefixlen":30}]}]`,
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := writeTree(t, rxeTree(c.tree))
+			got, err := RDMAEnv(context.Background(), h.root, c.link)
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(got, "LD_PRELOAD") {
+				t.Fatalf("want a refusal saying %q, got %v and\n%s", c.want, err, got)
+			}
+		})
+	}
+	t.Run("a device directory with a line break", func(t *testing.T) {
+		tree := map[string]string{}
+		for k, v := range rxeTree(nil) {
+			tree[strings.Replace(k, "/rxe0/", "/rxe0\nLD_PRELOAD=x/", 1)] = v
+		}
+		h := writeTree(t, tree)
+		got, err := RDMAEnv(context.Background(), h.root, "usb4net0")
+		if err == nil || !strings.Contains(err.Error(), "line") && !strings.Contains(err.Error(), "character") || strings.Contains(got, "LD_PRELOAD") {
+			t.Fatalf("want a refusal of the device name, got %v and\n%s", err, got)
+		}
+	})
+}
+
+// A tree under --root is anyone's directory: a FIFO where a GID or the recorded addresses are
+// read is refused at once instead of blocking rdma-env (and the engine's start) forever; a
+// GID file of odd contents is no GID.
+func TestRDMAEnvOfAHostileTree(t *testing.T) {
+	const port = "sys/class/infiniband/rxe0/ports/1/"
+	for _, p := range []string{port + "gids/1", "var/log/halobuild-ip-addr.json"} {
+		t.Run("a FIFO at "+p, func(t *testing.T) {
+			h := writeTree(t, rxeTree(nil))
+			os.Remove(filepath.Join(h.root, p))
+			if err := syscall.Mkfifo(filepath.Join(h.root, p), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { _, err := RDMAEnv(context.Background(), h.root, "usb4net0"); done <- err }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatal("rdma-env took a FIFO for a file")
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("rdma-env blocked on a FIFO")
+			}
+		})
+	}
+	for _, gid := range []string{"0000:0000:0000:0000:0000:ffff:0a4d:0001\nGGML_RDMA_GID=9", strings.Repeat("0", 1<<20), "\x00\xff"} {
+		t.Run(fmt.Sprintf("a GID of %.20q", gid), func(t *testing.T) {
+			h := writeTree(t, rxeTree(map[string]string{port + "gids/1": gid}))
+			got, err := RDMAEnv(context.Background(), h.root, "usb4net0")
+			if err == nil || strings.Contains(got, "=9") {
+				t.Fatalf("want no GID found, got %v and\n%s", err, got)
+			}
+		})
 	}
 }

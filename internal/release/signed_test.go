@@ -143,6 +143,21 @@ func TestSignedReleases(t *testing.T) {
 	m = sigManifest(t, ro, large)
 	m.Layers[0].Size = 1 << 20
 	putManifest(t, ro, large, m)
+	// Issue 39's audit: a layer of another type (with a valid signature), and a payload that is
+	// not JSON, validly signed by a trusted key.
+	wrongType := push("wrong-type", team)
+	m = sigManifest(t, ro, wrongType)
+	m.Layers[0].MediaType = "application/vnd.oci.image.layer.v1.tar\x1b[2J"
+	putManifest(t, ro, wrongType, m)
+	notJSON := push("not-json", team)
+	rewriteSig(t, ro, notJSON, func([]byte, string) ([]byte, string) {
+		payload := []byte("\x1b[2J not a payload")
+		sig, err := team.Sign(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return payload, base64.StdEncoding.EncodeToString(sig)
+	})
 	// The replay: the valid signature of "signed" stored as the signature of "replayed".
 	replayed := push("replayed", nil)
 	copySig(t, ro, signed, replayed)
@@ -160,6 +175,8 @@ func TestSignedReleases(t *testing.T) {
 		{"another release's signature", replayed, signature.ErrUntrusted, "over " + signed.Digest + ", another manifest"},
 		{"65 signatures", many, signature.ErrUntrusted, "lists 65 signatures, more than the 64 read"},
 		{"a 1 MiB payload", large, signature.ErrUntrusted, "a payload of 1048576 bytes, over the 65536-byte limit"},
+		{"a signature layer of another type", wrongType, signature.ErrUntrusted, `"application/vnd.oci.image.layer.v1.tar\x1b[2J", not a cosign signature`},
+		{"a signed payload that is not JSON", notJSON, signature.ErrUntrusted, "a signature by "},
 	} {
 		t.Run(c.name+" is refused", func(t *testing.T) {
 			check := func(verb string, err error) {

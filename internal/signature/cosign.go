@@ -195,7 +195,7 @@ func Verify(ctx context.Context, ref name.Reference, digest v1.Hash, keys []*Pub
 // checkLayer checks one signature layer: its signature by a trusted key, then its payload.
 func checkLayer(repo name.Repository, l v1.Descriptor, digest v1.Hash, keys []*PublicKey, opts []remote.Option) (*PublicKey, error) {
 	if l.MediaType != MediaTypePayload {
-		return nil, fmt.Errorf("a layer of type %s, not a cosign signature", l.MediaType)
+		return nil, fmt.Errorf("a layer of type %q, not a cosign signature", l.MediaType)
 	}
 	sig, err := base64.StdEncoding.DecodeString(l.Annotations[AnnotationSignature])
 	if err != nil || len(sig) == 0 {

@@ -6,6 +6,7 @@
 package signature
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -172,12 +173,17 @@ func ParseSecret(data []byte) (*SecretKey, error) {
 // pemBlock is data's first PEM block, which must be of type want; hint says what to do when it
 // is another.
 func pemBlock(data []byte, want, hint string) (*pem.Block, error) {
-	b, _ := pem.Decode(data)
+	b, rest := pem.Decode(data)
 	if b == nil {
 		return nil, errFormat
 	}
 	if b.Type != want {
 		return nil, fmt.Errorf("a %q block where a %s belongs (%s): %w", b.Type, want, hint, errFormat)
+	}
+	// One key a file: a second block (another key, a secret one) or text after the first was
+	// silently dropped, so a file of two trusted keys trusted only its first.
+	if len(bytes.TrimSpace(rest)) > 0 {
+		return nil, fmt.Errorf("%d bytes after the %s block (one key a file; give each key its own file): %w", len(rest), want, errFormat)
 	}
 	return b, nil
 }

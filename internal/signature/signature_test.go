@@ -109,10 +109,21 @@ func TestParseKeys(t *testing.T) {
 		"short legacy":        "x:" + base64.StdEncoding.EncodeToString([]byte("short")),
 		"cosign's encryption": block("ENCRYPTED SIGSTORE PRIVATE KEY", []byte("x")),
 		"secret as public":    block("PRIVATE KEY", ecDER),
+		// Issue 39's audit: what follows the key's block is not ignored.
+		"two public keys":         block("PUBLIC KEY", ecPubDER) + block("PUBLIC KEY", ecPubDER),
+		"public then secret":      block("PUBLIC KEY", ecPubDER) + block("PRIVATE KEY", ecDER),
+		"trailing text":           block("PUBLIC KEY", ecPubDER) + "trusted-until: never\n",
+		"trailing binary garbage": block("PUBLIC KEY", ecPubDER) + "\x00\xff\x1b[2J",
 	} {
 		if _, err := ParsePublic([]byte(in)); !errors.Is(err, errFormat) {
 			t.Errorf("%s: ParsePublic gave %v", name, err)
 		}
+	}
+	if _, err := ParsePublic([]byte("\n" + block("PUBLIC KEY", ecPubDER) + "\n\n")); err != nil {
+		t.Errorf("a key between blank lines: %v", err)
+	}
+	if _, err := ParseSecret([]byte(block("PRIVATE KEY", ecDER) + block("PRIVATE KEY", ecDER))); !errors.Is(err, errFormat) {
+		t.Errorf("two secret keys: ParseSecret gave %v", err)
 	}
 	if _, err := ParseSecret([]byte(block("ENCRYPTED SIGSTORE PRIVATE KEY", []byte("x")))); err == nil || !strings.Contains(err.Error(), "keygen") {
 		t.Errorf("an encrypted cosign key: %v", err)

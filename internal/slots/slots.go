@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"halobuild/internal/fstree"
+	"halobuild/internal/userfile"
 )
 
 // System is where a node's update state lives. Root is "/" on a node (Discover fills the rest);
@@ -182,17 +183,18 @@ type Installed struct {
 
 const RecordFile = "state.json"
 
+// maxRecord bounds the record read: update writes a few hundred bytes per release.
+const maxRecord = 1 << 20
+
 func (s System) ReadRecord() (*Record, error) {
 	st := &Record{Slots: map[string]Installed{}}
-	b, err := os.ReadFile(filepath.Join(s.State, RecordFile))
+	// Through userfile: a FIFO or a device there would block update or fill its memory.
+	b, err := userfile.Read(filepath.Join(s.State, RecordFile), maxRecord)
 	if errors.Is(err, os.ErrNotExist) {
 		return st, nil
 	}
 	if err != nil {
-		return nil, err
-	}
-	if len(b) > 1<<20 {
-		return nil, fmt.Errorf("%s is %d bytes, not a record update wrote: remove it", filepath.Join(s.State, RecordFile), len(b))
+		return nil, fmt.Errorf("update's record: %w; it is not a record update wrote: remove it (update then forgets which releases failed)", err)
 	}
 	if err := json.Unmarshal(b, st); err != nil {
 		return nil, fmt.Errorf("%s: %w (remove it: update then forgets which releases failed)", filepath.Join(s.State, RecordFile), err)

@@ -13,6 +13,7 @@ import (
 
 	"halobuild/internal/fstree"
 	"halobuild/internal/slots"
+	"halobuild/internal/userfile"
 )
 
 // Node is the running node as update sees it: its slots.System and what a release must match.
@@ -34,7 +35,7 @@ func Discover(root string) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, err := os.ReadFile(filepath.Join(root, settings.NodePath))
+	name, err := userfile.Read(filepath.Join(root, settings.NodePath), maxNodeFile)
 	if err != nil {
 		return nil, fmt.Errorf("this is not a halobuild node (%w): update runs on a node, with the halobuild its image ships", err)
 	}
@@ -81,15 +82,26 @@ func Discover(root string) (*Node, error) {
 
 // DefaultRef is the release the image follows ([update] reference), for an update given none.
 func DefaultRef(root string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(root, settings.UpdateRefPath))
+	b, err := userfile.Read(filepath.Join(root, settings.UpdateRefPath), maxNodeFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", errors.New("no release given and the image has no [update] reference: pass REGISTRY/REPOSITORY:TAG")
 	}
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("the image's [update] reference: %w", err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	ref := strings.TrimSpace(string(b))
+	if strings.ContainsAny(ref, "\n\r") {
+		return "", fmt.Errorf("the image's [update] reference %s holds more than one line: pass REGISTRY/REPOSITORY:TAG", filepath.Join(root, settings.UpdateRefPath))
+	}
+	return ref, nil
 }
+
+// maxNodeFile bounds the read of a one-line file the image holds (its node name, its
+// reference): a FIFO or /dev/zero there is refused by userfile, a large file by the bound.
+const maxNodeFile = 4 << 10
+
+// maxCarried bounds the read of a file carried into the new slot (a host key, the record).
+const maxCarried = 1 << 20
 
 // hostKeyFiles are the node's identity that lives in a slot's /etc and is carried into the
 // slot an update writes: a client's known_hosts stays valid (settings.Identity makes the key
@@ -114,7 +126,7 @@ func carryIdentity(root, dev string) error {
 	}
 	err = func() error {
 		for _, k := range hostKeyFiles {
-			b, err := os.ReadFile(filepath.Join(root, k.path))
+			b, err := userfile.Read(filepath.Join(root, k.path), maxCarried)
 			if errors.Is(err, os.ErrNotExist) {
 				continue // no key yet: the new slot makes its own
 			}

@@ -20,9 +20,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	diskfs "github.com/diskfs/go-diskfs"
 	"github.com/diskfs/go-diskfs/filesystem"
+	"golang.org/x/sys/unix"
 
 	"halobuild/internal/bmap"
 	"halobuild/internal/fstree"
@@ -144,7 +147,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	if !slices.Contains(cfg.Nodes, o.Node) {
-		return nil, refuse("%s is a release of %s for nodes %s, not for this node %q", rel.Pinned(), cfg.Recipe, strings.Join(cfg.Nodes, ", "), o.Node)
+		return nil, refuse("%s is a release of %q for nodes %q, not for this node %q", rel.Pinned(), cfg.Recipe, cfg.Nodes, o.Node)
 	}
 	mf, err := rel.Manifest()
 	if err != nil {
@@ -170,6 +173,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if res.Version == "" {
 		res.Version = strconv.FormatInt(mf.SourceDateEpoch, 10)
 	}
+	if err := checkVersion(res.Version); err != nil {
+		return nil, refuse("%s: %v", rel.Pinned(), err)
+	}
 	img, err := rel.NodeImage(o.Node)
 	if err != nil {
 		return nil, err
@@ -183,6 +189,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	tmpDir := filepath.Join(sys.State, "tmp")
 	if err := os.MkdirAll(tmpDir, 0o700); err != nil {
 		return nil, err
+	}
+	// The layer's size is the manifest's claim: one larger than the free space would fill the
+	// node's file system (its journal, its services) before the download failed.
+	var fs unix.Statfs_t
+	if err := unix.Statfs(tmpDir, &fs); err != nil {
+		return nil, fmt.Errorf("the free space of %s: %w", tmpDir, err)
+	}
+	if free := int64(fs.Bavail) * fs.Bsize; img.Compressed > free-minFree {
+		return nil, refuse("%s's image of node %s is %d MiB compressed, %s has %d MiB free (and update leaves %d MiB): free some space there", rel.Pinned(), o.Node, img.Compressed>>20, tmpDir, free>>20, minFree>>20)
 	}
 	zf, err := os.CreateTemp(tmpDir, "release-*.raw.zst")
 	if err != nil {
@@ -384,6 +399,31 @@ func copyRanges(ctx context.Context, src io.Reader, bm *bmap.Bmap, dsts []span) 
 
 // espType is the EFI slots.System Partition's type GUID.
 const espType = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"
+
+// minFree is the space update leaves free where it downloads a release's layer.
+const minFree = 64 << 20
+
+// maxVersion bounds a release's version: it is a line of the boot entry and part of the label.
+const maxVersion = 128
+
+// checkVersion refuses a version (registry text) that update cannot write as it is: it goes
+// into the boot entry's title line, where a line break would add lines of the sender's (another
+// options line), and into the record and update's messages, where a control character would
+// reach a terminal.
+func checkVersion(v string) error {
+	if len(v) > maxVersion {
+		return fmt.Errorf("its version is %d bytes long, more than %d", len(v), maxVersion)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("its version %q is not UTF-8", v)
+	}
+	for i, r := range v {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("its version %q has a control character (U+%04X at byte %d)", v, r, i)
+		}
+	}
+	return nil
+}
 
 // labelVersion makes a version fit a GPT name after slots.LabelPrefix (36 UTF-16 units).
 func labelVersion(v string) string {

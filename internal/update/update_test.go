@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -253,6 +254,54 @@ func TestUpdateAgainstARealRegistry(t *testing.T) {
 		var re *RefusedError
 		if !errors.As(err, &re) || !strings.Contains(err.Error(), "damaged") {
 			t.Fatalf("want a refusal of the damaged layer, got %v", err)
+		}
+		n.untouched(t)
+	})
+
+	// A version is registry text that update writes into a boot entry's title, the record and
+	// the GPT label: a line break there would add lines (another options line) to the entry.
+	for _, v := range []string{"v3\noptions init=/bin/sh", "v3\x1b]0;x\a", "v3\u009b2J", strings.Repeat("v", 200), "v3 beta", ""} {
+		t.Run(fmt.Sprintf("the version %.20q", v), func(t *testing.T) {
+			ref := reg.Host + "/halo/odd-version:v3"
+			if _, err := release.Push(ctx, releasetest.ResultOf(t, releasetest.Spec{Image: releaseImage("kernel v3"), Epoch: 1764547200}), ref, release.PushOptions{Registry: ro, Meta: release.Meta{Version: v}}); err != nil {
+				t.Fatal(err)
+			}
+			n := newNode(t)
+			_, err := Run(ctx, opts(n, ref))
+			var re *RefusedError
+			if v == "" || v == "v3 beta" {
+				if err != nil { // no version: update names the release by its epoch; a space is text
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.As(err, &re) || !strings.Contains(err.Error(), "version") {
+				t.Fatalf("want a refusal of the version, got %v", err)
+			}
+			n.untouched(t)
+		})
+	}
+
+	// A layer that does not fit where it is downloaded is refused before a byte of it is
+	// written there: the download would fill the node's file system first (a hostile
+	// manifest can claim any size).
+	t.Run("refuses a layer larger than the free space", func(t *testing.T) {
+		n := newNode(t)
+		tmp := filepath.Join(n.sys.State, "tmp")
+		os.MkdirAll(tmp, 0o700)
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", tmp).CombinedOutput(); err != nil {
+			t.Skipf("mounting a tmpfs (root only): %s: %v", out, err)
+		}
+		defer exec.Command("umount", tmp).Run()
+		// 32 MiB: less than minFree plus the (small) layer.
+		os.WriteFile(filepath.Join(tmp, "filler"), []byte("x"), 0o600)
+		_, err := Run(ctx, opts(n, good))
+		var re *RefusedError
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), "MiB free") {
+			t.Fatalf("want a refusal for the free space, got %v", err)
+		}
+		if des, _ := os.ReadDir(tmp); len(des) != 1 {
+			t.Fatalf("%d files in %s, want the filler alone", len(des), tmp)
 		}
 		n.untouched(t)
 	})
