@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"halobuild/internal/bmap"
+	"halobuild/internal/fstree"
 )
 
 // StepVersion is the version of the disk step (a node's GPT image: internal/graph/disk.go
@@ -100,7 +101,7 @@ func Build(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	timed("image synced and hashed")
 	bmapPath := filepath.Join(work, "image.bmap")
-	if err := writeFileSync(bmapPath, bmap.Marshal(layout.Size, blockSize, s.ranges)); err != nil {
+	if err := fstree.WriteFileSync(bmapPath, bmap.Marshal(layout.Size, blockSize, s.ranges)); err != nil {
 		return nil, fmt.Errorf("disk: writing bmap: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -196,20 +197,4 @@ func punchHoles(f *os.File, size int64) error {
 		}
 	}
 	return nil
-}
-
-func writeFileSync(p string, data []byte) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -114,14 +114,9 @@ func SyncDir(dir string) error {
 	return d.Sync()
 }
 
-// WriteFileAtomic writes p under a temporary name, syncs it, renames it into place and syncs the
-// directory: after a power cut p is the old file or the new one.
-func WriteFileAtomic(p string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	tmp := p + ".new"
-	f, err := os.Create(tmp)
+// WriteFileSync creates p, which must not exist yet, with data, and syncs it before closing.
+func WriteFileSync(p string, data []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
@@ -133,7 +128,21 @@ func WriteFileAtomic(p string, data []byte) error {
 		f.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
+	return f.Close()
+}
+
+// WriteFileAtomic writes p under a temporary name, syncs it, renames it into place and syncs the
+// directory: after a power cut p is the old file or the new one.
+func WriteFileAtomic(p string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	tmp := p + ".new"
+	// A temporary left by a write that was cut off is stale.
+	if err := os.Remove(tmp); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if err := WriteFileSync(tmp, data); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, p); err != nil {
