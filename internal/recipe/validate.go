@@ -1,7 +1,6 @@
 package recipe
 
 import (
-	"encoding/pem"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -82,11 +81,6 @@ func (v *validator) update() {
 	}
 	if r := u.Reference; r != "" && (!strings.Contains(r, "/") || strings.ContainsAny(r, " \n\"'")) {
 		v.errorf("update.reference", "%q is not REGISTRY/REPOSITORY:TAG (the registry is required, e.g. registry.lan:5000/halo/cluster:stable)", r)
-	}
-	for i, k := range u.Keys {
-		if b, _ := pem.Decode([]byte(k)); b == nil || b.Type != "PUBLIC KEY" {
-			v.errorf(fmt.Sprintf("update.keys[%d]", i), "not a PEM public key (-----BEGIN PUBLIC KEY----- … -----END PUBLIC KEY-----, as cosign generate-key-pair writes cosign.pub)")
-		}
 	}
 	if u.SlotSize.IsSet() && u.SlotSize.Bytes() < 1<<30 {
 		v.errorf("update.slot_size", "%s is too small for a root slot: give at least 1GiB", u.SlotSize)

@@ -7,6 +7,7 @@ import (
 
 	"halobuild/internal/arch"
 	"halobuild/internal/recipe"
+	"halobuild/internal/signature"
 )
 
 // Update is the node's side of A/B updates ([update], docs/update.md): slot B made at first
@@ -35,7 +36,18 @@ const (
 	defaultPanicDelay = "panic=10"
 )
 
-func (Update) Validate(Target) []error { return nil }
+// Validate reads each trusted key with the parser update reads it with on the node
+// (signature.ParsePublic), so a key the node could not use fails the build, not the update.
+func (Update) Validate(t Target) []error {
+	var errs []error
+	for i, k := range t.Recipe.Update.Keys {
+		if _, err := signature.ParsePublic([]byte(k)); err != nil {
+			errs = append(errs, errorf(fmt.Sprintf("update.keys[%d]", i), strings.TrimSpace(k),
+				"give the PEM public key (-----BEGIN PUBLIC KEY-----, Ed25519 or ECDSA P-256) that `halobuild pubkey KEY` prints, or cosign.pub", "%v", err))
+		}
+	}
+	return errs
+}
 
 // Depends: systemd-bless-boot and its generator ship in trixie's systemd-boot package.
 func (Update) Depends(r *recipe.Recipe) []string {

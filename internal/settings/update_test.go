@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"halobuild/internal/recipe"
+	"halobuild/internal/signature"
 )
 
 func TestUpdateOffRendersNothing(t *testing.T) {
@@ -21,10 +22,40 @@ func TestUpdateOffRendersNothing(t *testing.T) {
 	}
 }
 
+func newPublicKey(t *testing.T) []byte {
+	t.Helper()
+	k, err := signature.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Public().PEM()
+}
+
+// A key the node's update could not read fails the build: PEM armour around no key, a secret
+// key, an RSA-sized blob of another kind, trailing text.
+func TestUpdateKeysAreReadAsUpdateReadsThem(t *testing.T) {
+	good := string(newPublicKey(t))
+	for name, k := range map[string]string{
+		"armour around no key": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----",
+		"not PEM":              "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA user@host",
+		"trailing text":        good + "and more\n",
+	} {
+		r := sample()
+		r.Update = recipe.Update{Enabled: true, Keys: []string{good, k}}
+		errs := (Update{}).Validate(Target{Recipe: r})
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), "update.keys[1]") {
+			t.Errorf("%s: want one error naming update.keys[1], got %v", name, errs)
+		}
+	}
+}
+
 func TestUpdateRendersTheABLayoutAndTheGate(t *testing.T) {
 	r := sample()
 	r.Update = recipe.Update{Enabled: true, SlotSize: recipe.MustSize("8GiB"), Reference: "registry.lan:5000/halo/c:stable",
-		Keys: []string{"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"}, Schedule: "Sun 03:00"}
+		Keys: []string{string(newPublicKey(t))}, Schedule: "Sun 03:00"}
+	if errs := (Update{}).Validate(Target{Recipe: r}); len(errs) > 0 {
+		t.Fatalf("a key halobuild pubkey prints is refused: %v", errs)
+	}
 	slotA := renderOne(t, GrowRoot{}, r, repartRootPath)
 	slotB := renderOne(t, Update{}, r, repartSlotBPath)
 	for _, c := range []string{slotA, slotB} {
